@@ -1,0 +1,334 @@
+package osiris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/warren-mq/warren/segment"
+)
+
+// SpecKind says where a reader starts.
+type SpecKind uint8
+
+// Offset specification kinds, numbered as the stream protocol numbers them.
+const (
+	SpecFirst     SpecKind = 1 // the first chunk of the oldest segment
+	SpecLast      SpecKind = 2 // the last user chunk; next when there is none
+	SpecNext      SpecKind = 3 // after the last chunk: new data only
+	SpecOffset    SpecKind = 4 // the chunk holding Offset, clamped to [first, next]
+	SpecTimestamp SpecKind = 5 // the first chunk with timestamp >= Timestamp
+)
+
+// OffsetSpec is where a reader starts.
+type OffsetSpec struct {
+	Kind      SpecKind
+	Offset    uint64 // for SpecOffset
+	Timestamp int64  // for SpecTimestamp, ms
+}
+
+// First, Last, Next, AtOffset and AtTimestamp build offset specs.
+func First() OffsetSpec               { return OffsetSpec{Kind: SpecFirst} }
+func Last() OffsetSpec                { return OffsetSpec{Kind: SpecLast} }
+func Next() OffsetSpec                { return OffsetSpec{Kind: SpecNext} }
+func AtOffset(o uint64) OffsetSpec    { return OffsetSpec{Kind: SpecOffset, Offset: o} }
+func AtTimestamp(ms int64) OffsetSpec { return OffsetSpec{Kind: SpecTimestamp, Timestamp: ms} }
+func (s OffsetSpec) String() string {
+	switch s.Kind {
+	case SpecFirst:
+		return "first"
+	case SpecLast:
+		return "last"
+	case SpecNext:
+		return "next"
+	case SpecOffset:
+		return fmt.Sprintf("offset=%d", s.Offset)
+	case SpecTimestamp:
+		return fmt.Sprintf("timestamp=%d", s.Timestamp)
+	}
+	return fmt.Sprintf("spec(%d)", s.Kind)
+}
+
+// ErrInvalidSpec is returned for an unknown offset spec kind.
+var ErrInvalidSpec = errors.New("osiris: invalid offset spec")
+
+// ReaderOptions tune a reader.
+type ReaderOptions struct {
+	// Filter skips chunks whose Bloom filter rules out the wanted values.
+	Filter *segment.Matcher
+	// AllChunks returns tracking chunks too; by default only user chunks.
+	AllChunks bool
+}
+
+// Chunk is one committed chunk handed out by a Reader. File and the
+// positions stay valid until the reader's next call to Next or Close.
+type Chunk struct {
+	Header segment.Header
+	Bloom  []byte   // the chunk's Bloom bytes (valid until the next Next)
+	File   *os.File // the segment file: read with ReadAt or sendfile only
+	Pos    int64    // position of the chunk header in File
+}
+
+// DataPos is the position of the chunk's entry data in File.
+func (c *Chunk) DataPos() int64 { return c.Pos + c.Header.DataOffset() }
+
+// ReadData reads the chunk's entry data into buf (grown if need be).
+func (c *Chunk) ReadData(buf []byte) ([]byte, error) {
+	n := int(c.Header.DataLen)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := c.File.ReadAt(buf, c.DataPos()); err != nil {
+		return buf, fmt.Errorf("osiris: chunk %d: read data: %w", c.Header.ChunkID, err)
+	}
+	return buf, nil
+}
+
+// Reader reads a stream's committed chunks in order. A Reader is used by
+// one goroutine.
+type Reader struct {
+	s    *Stream
+	opts ReaderOptions
+	ref  *segRef          // segment being read (held)
+	seg  *segment.Segment // its open segment
+	pos  int64            // next chunk position in seg
+	hbuf []byte           // header + Bloom scratch
+	next uint64           // offset after the last chunk returned or skipped
+}
+
+// NewReader opens a reader at spec.
+func (s *Stream) NewReader(spec OffsetSpec, opts ReaderOptions) (*Reader, error) {
+	select {
+	case <-s.closed:
+		return nil, ErrClosed
+	default:
+	}
+	r := &Reader{s: s, opts: opts, hbuf: make([]byte, segment.HeaderSize+segment.MaxBloomSize)}
+	for attempt := 0; ; attempt++ {
+		err := r.seek(spec)
+		if err == nil {
+			return r, nil
+		}
+		// Retention may remove a segment between looking it up and opening
+		// it; look again.
+		if !errors.Is(err, errSegmentRemoved) || attempt > 3 {
+			return nil, err
+		}
+	}
+}
+
+// seek positions the reader at spec.
+func (r *Reader) seek(spec OffsetSpec) error {
+	t := r.s.tail.Load()
+	switch spec.Kind {
+	case SpecFirst:
+		return r.at(t, 0, segment.FileHeaderSize, t.segs[0].base)
+	case SpecNext:
+		return r.atEnd(t)
+	case SpecLast:
+		if t.lastUser < 0 {
+			return r.atEnd(t)
+		}
+		return r.atOffset(t, uint64(t.lastUser))
+	case SpecOffset:
+		return r.atOffset(t, spec.Offset)
+	case SpecTimestamp:
+		return r.atTimestamp(t, spec.Timestamp)
+	}
+	return fmt.Errorf("%w: %d", ErrInvalidSpec, spec.Kind)
+}
+
+// count is the number of committed chunks of segment i of t.
+func count(t *tail, i int) int {
+	if i == len(t.segs)-1 {
+		return t.active.Count
+	}
+	ext, _ := t.segs[i].extent()
+	return ext.Count
+}
+
+// at positions the reader in segment i of t at pos.
+func (r *Reader) at(t *tail, i int, pos int64, next uint64) error {
+	seg, err := t.segs[i].acquire()
+	if err != nil {
+		return err
+	}
+	r.release()
+	r.ref, r.seg, r.pos, r.next = t.segs[i], seg, pos, next
+	return nil
+}
+
+func (r *Reader) atEnd(t *tail) error {
+	return r.at(t, len(t.segs)-1, t.active.Size, t.next)
+}
+
+// atOffset positions the reader at the chunk holding off, clamped.
+func (r *Reader) atOffset(t *tail, off uint64) error {
+	if off >= t.next {
+		return r.atEnd(t)
+	}
+	// The newest segment whose base is <= off.
+	i := sort.Search(len(t.segs), func(i int) bool { return t.segs[i].base > off }) - 1
+	if i < 0 {
+		return r.at(t, 0, segment.FileHeaderSize, t.segs[0].base)
+	}
+	seg, err := t.segs[i].acquire()
+	if err != nil {
+		return err
+	}
+	defer t.segs[i].release()
+	n := count(t, i)
+	j, err := seg.SearchOffset(n, off)
+	if err != nil {
+		return err
+	}
+	if j < 0 {
+		return r.at(t, i, segment.FileHeaderSize, t.segs[i].base)
+	}
+	rec, err := seg.Record(j)
+	if err != nil {
+		return err
+	}
+	return r.at(t, i, int64(rec.Pos), rec.ChunkID)
+}
+
+// atTimestamp positions the reader at the first chunk with a timestamp
+// >= ts: next when all are older, first when all are newer.
+func (r *Reader) atTimestamp(t *tail, ts int64) error {
+	for i := len(t.segs) - 1; i >= 0; i-- {
+		seg, err := t.segs[i].acquire()
+		if err != nil {
+			return err
+		}
+		n := count(t, i)
+		if n == 0 {
+			t.segs[i].release()
+			continue
+		}
+		first, err := seg.Record(0)
+		if err != nil {
+			t.segs[i].release()
+			return err
+		}
+		if first.Timestamp >= ts && i > 0 {
+			// Maybe an older segment has it.
+			t.segs[i].release()
+			continue
+		}
+		j, err := seg.SearchTimestamp(n, ts)
+		if err != nil {
+			t.segs[i].release()
+			return err
+		}
+		if j == n {
+			// Everything here is older: the next segment's first chunk, or
+			// the end.
+			t.segs[i].release()
+			if i == len(t.segs)-1 {
+				return r.atEnd(t)
+			}
+			return r.at(t, i+1, segment.FileHeaderSize, t.segs[i+1].base)
+		}
+		rec, err := seg.Record(j)
+		t.segs[i].release()
+		if err != nil {
+			return err
+		}
+		return r.at(t, i, int64(rec.Pos), rec.ChunkID)
+	}
+	return r.at(t, 0, segment.FileHeaderSize, t.segs[0].base)
+}
+
+// NextOffset is the offset after the last chunk returned (or skipped).
+func (r *Reader) NextOffset() uint64 { return r.next }
+
+// Next returns the next committed chunk, waiting for one if the reader is
+// at the end. It returns ctx's error when ctx ends and ErrClosed when the
+// stream closes.
+func (r *Reader) Next(ctx context.Context) (Chunk, error) {
+	for {
+		c, ok, wake, err := r.tryNext()
+		if err != nil || ok {
+			return c, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return Chunk{}, ctx.Err()
+		case <-r.s.closed:
+			return Chunk{}, ErrClosed
+		}
+	}
+}
+
+// TryNext returns the next committed chunk if there is one, without
+// waiting; ok is false at the end.
+func (r *Reader) TryNext() (Chunk, bool, error) {
+	c, ok, _, err := r.tryNext()
+	return c, ok, err
+}
+
+// Wait returns a channel closed when the stream commits more data.
+func (r *Reader) Wait() <-chan struct{} { return r.s.tail.Load().wake }
+
+func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
+	for {
+		if r.seg == nil {
+			return Chunk{}, false, nil, ErrClosed
+		}
+		t := r.s.tail.Load()
+		limit, sealed := r.ref.extent()
+		end := limit.Size
+		if !sealed {
+			end = t.active.Size
+			if t.segs[len(t.segs)-1] != r.ref {
+				// The stream closed under the reader.
+				return Chunk{}, false, nil, ErrClosed
+			}
+		}
+		if r.pos < end {
+			h, bloom, err := r.seg.ReadHeader(r.pos, end, r.hbuf)
+			if err != nil {
+				return Chunk{}, false, nil, err
+			}
+			c := Chunk{Header: h, Bloom: bloom, File: r.seg.File(), Pos: r.pos}
+			r.pos += h.Size()
+			r.next = h.NextOffset()
+			if h.Type != segment.ChunkUser && !r.opts.AllChunks {
+				continue
+			}
+			if !r.opts.Filter.Match(bloom) {
+				continue
+			}
+			return c, true, nil, nil
+		}
+		if !sealed {
+			return Chunk{}, false, t.wake, nil
+		}
+		// Move to the next segment in the current list.
+		i := sort.Search(len(t.segs), func(i int) bool { return t.segs[i].base > r.ref.base })
+		if i == len(t.segs) {
+			return Chunk{}, false, t.wake, nil
+		}
+		if err := r.at(t, i, segment.FileHeaderSize, r.next); err != nil {
+			if errors.Is(err, errSegmentRemoved) {
+				continue
+			}
+			return Chunk{}, false, nil, err
+		}
+	}
+}
+
+// release lets go of the segment being read.
+func (r *Reader) release() {
+	if r.ref != nil {
+		r.ref.release()
+		r.ref, r.seg = nil, nil
+	}
+}
+
+// Close releases the reader's segment.
+func (r *Reader) Close() { r.release() }

@@ -1,0 +1,381 @@
+package osiris
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warren-mq/warren/segment"
+)
+
+// Errors returned by streams.
+var (
+	// ErrClosed is returned by operations on a closed or deleted stream.
+	ErrClosed = errors.New("osiris: stream closed")
+	// ErrExists is returned by Create when the directory holds a stream.
+	ErrExists = errors.New("osiris: stream exists")
+	// ErrReferenceTooLong is returned for tracking references over 255 bytes.
+	ErrReferenceTooLong = errors.New("osiris: reference longer than 255 bytes")
+
+	errSegmentRemoved = errors.New("segment removed by retention")
+)
+
+// Message is one entry to append.
+type Message struct {
+	// Entry is an encoded entry, simple or sub-batch (see package segment),
+	// exactly as it is to be stored.
+	Entry []byte
+	// Filter is the entry's filter value for the chunk Bloom filter; nil
+	// for none.
+	Filter []byte
+	// PublishingID is the producer's sequence number for deduplication,
+	// used when the batch has a Producer.
+	PublishingID uint64
+}
+
+// Batch is a unit of appending. The caller must not change it between
+// Submit and the call of Done.
+type Batch struct {
+	// Producer is the publisher reference for deduplication; with "" no
+	// message is deduplicated. At most 255 bytes.
+	Producer string
+	// Messages are the entries to append, in order.
+	Messages []Message
+	// Done is called once by the writer goroutine when the batch is durable
+	// as the fsync policy defines, or has failed. It must not block.
+	Done func(Result)
+}
+
+// Result is the outcome of a Batch.
+type Result struct {
+	Err        error  // non-nil: nothing of the batch is durable
+	Written    int    // messages written
+	Duplicates int    // messages dropped as duplicates (and so confirmed)
+	LastOffset uint64 // offset of the last record written, when Written > 0
+}
+
+// Stats describe a stream.
+type Stats struct {
+	FirstOffset      uint64 // offset of the first chunk (next offset when empty)
+	FirstTimestamp   int64  // timestamp of the first chunk, ms; 0 when empty
+	LastChunkID      int64  // id of the last written chunk, -1 when none
+	CommittedChunkID int64  // id of the last committed chunk, -1 when none
+	NextOffset       uint64 // offset the next record will get
+	Segments         int    // segment files
+	Bytes            int64  // bytes in segment files
+	Duplicates       uint64 // messages dropped as duplicates since open
+}
+
+// tail is what the writer publishes to readers after each commit. It is
+// immutable once published.
+type tail struct {
+	segs      []*segRef     // oldest first; the last is active
+	active    segment.Tail  // committed extent of the active segment
+	next      uint64        // next offset to be assigned
+	lastChunk int64         // last committed chunk id, -1 when none
+	lastUser  int64         // last committed user chunk id, -1 when none
+	wake      chan struct{} // closed when a newer tail is published
+}
+
+// Stream is an open stream directory. Its methods are safe for concurrent
+// use.
+type Stream struct {
+	// Static after open.
+	dir  string
+	opts Options
+
+	cfg   atomic.Pointer[Config] // current config; replaced by SetRetention
+	tail  atomic.Pointer[tail]   // last published tail
+	track *tracking
+
+	q struct {
+		sync.Mutex
+		batches  []*Batch
+		offsets  []offsetUpdate
+		requests []func() // run by the writer goroutine
+		closed   bool
+	}
+	signal chan struct{} // cap 1: work is queued; never closed
+	closed chan struct{} // closed by Close: readers stop waiting
+	done   chan struct{} // closed when the writer goroutine has exited
+
+	lastWritten atomic.Int64 // last written chunk id, -1 when none
+	duplicates  atomic.Uint64
+	closeOnce   sync.Once
+	closeErr    error
+	w           *writer // owned by the writer goroutine after open
+}
+
+type offsetUpdate struct {
+	ref    string
+	offset uint64
+}
+
+// Create makes a new stream in dir (created if need be; it must not hold a
+// stream) and opens it.
+func Create(dir string, cfg Config, opts Options) (*Stream, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("osiris: create %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, configFile)); err == nil {
+		return nil, fmt.Errorf("osiris: create %s: %w", dir, ErrExists)
+	}
+	if err := writeConfig(dir, cfg); err != nil {
+		return nil, err
+	}
+	return Open(dir, opts)
+}
+
+// Open opens the stream in dir, repairing the tail of its last segment and
+// replaying its tracking state.
+func Open(dir string, opts Options) (*Stream, error) {
+	cfg, err := readConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Stream{
+		dir:    dir,
+		opts:   opts.withDefaults(),
+		track:  newTracking(),
+		signal: make(chan struct{}, 1),
+		closed: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	s.cfg.Store(&cfg)
+	w, err := openWriter(s)
+	if err != nil {
+		return nil, err
+	}
+	s.w = w
+	go pprof.Do(context.Background(), pprof.Labels("osiris-writer", dir), func(context.Context) { w.run() })
+	return s, nil
+}
+
+// listSegments returns the base offsets of the segment files in dir, in
+// order, and removes index files whose segment is gone.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("osiris: open %s: %w", dir, err)
+	}
+	var bases []uint64
+	have := map[uint64]bool{}
+	for _, e := range ents {
+		if base, ok := segment.ParseSegmentFileName(e.Name()); ok {
+			bases = append(bases, base)
+			have[base] = true
+		}
+	}
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), segment.IndexExt); ok {
+			if base, ok := segment.ParseSegmentFileName(name + segment.SegmentExt); ok && !have[base] {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+// Dir is the stream's directory.
+func (s *Stream) Dir() string { return s.dir }
+
+// Config is the stream's current configuration.
+func (s *Stream) Config() Config { return *s.cfg.Load() }
+
+// Submit queues a batch for the writer. Done is called later, from the
+// writer goroutine; Submit itself never blocks on I/O.
+func (s *Stream) Submit(b *Batch) error {
+	if len(b.Producer) > MaxReferenceLen {
+		return ErrReferenceTooLong
+	}
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return ErrClosed
+	}
+	s.q.batches = append(s.q.batches, b)
+	s.q.Unlock()
+	s.kick()
+	return nil
+}
+
+func (s *Stream) kick() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Append submits msgs as one batch and waits until they are durable.
+func (s *Stream) Append(ctx context.Context, producer string, msgs ...Message) (Result, error) {
+	ch := make(chan Result, 1)
+	b := &Batch{Producer: producer, Messages: msgs, Done: func(r Result) { ch <- r }}
+	if err := s.Submit(b); err != nil {
+		return Result{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, r.Err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// StoreOffset records offset for the consumer reference ref. It is visible
+// to QueryOffset at once and written to the log with the next write.
+func (s *Stream) StoreOffset(ref string, offset uint64) error {
+	if len(ref) > MaxReferenceLen {
+		return ErrReferenceTooLong
+	}
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return ErrClosed
+	}
+	s.track.mu.Lock()
+	s.track.offsets[ref] = offset
+	s.track.mu.Unlock()
+	s.q.offsets = append(s.q.offsets, offsetUpdate{ref, offset})
+	s.q.Unlock()
+	s.kick()
+	return nil
+}
+
+// QueryOffset returns the offset stored for ref.
+func (s *Stream) QueryOffset(ref string) (uint64, bool) { return s.track.offset(ref) }
+
+// PublisherSequence returns the last publishing id written for producer
+// reference ref, 0 when there is none.
+func (s *Stream) PublisherSequence(ref string) uint64 { return s.track.sequence(ref) }
+
+// do runs fn on the writer goroutine and waits for it.
+func (s *Stream) do(fn func()) error {
+	ch := make(chan struct{})
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return ErrClosed
+	}
+	s.q.requests = append(s.q.requests, func() { fn(); close(ch) })
+	s.q.Unlock()
+	s.kick()
+	<-ch
+	return nil
+}
+
+// EnforceRetention applies the retention limits now.
+func (s *Stream) EnforceRetention() error {
+	var err error
+	if e := s.do(func() { err = s.w.enforceRetention() }); e != nil {
+		return e
+	}
+	return err
+}
+
+// SetRetention changes the retention limits (0: unlimited), persists them
+// and applies them at once.
+func (s *Stream) SetRetention(maxBytes int64, maxAge time.Duration) error {
+	var err error
+	if e := s.do(func() {
+		cfg := *s.cfg.Load()
+		cfg.MaxLengthBytes, cfg.MaxAge = maxBytes, maxAge
+		if cfg, err = cfg.withDefaults(); err != nil {
+			return
+		}
+		if err = writeConfig(s.dir, cfg); err != nil {
+			return
+		}
+		s.cfg.Store(&cfg)
+		err = s.w.enforceRetention()
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// Stats returns the stream's current statistics.
+func (s *Stream) Stats() Stats {
+	t := s.tail.Load()
+	st := Stats{
+		NextOffset:       t.next,
+		LastChunkID:      s.lastWritten.Load(),
+		CommittedChunkID: t.lastChunk,
+		Segments:         len(t.segs),
+		Duplicates:       s.duplicates.Load(),
+		FirstOffset:      t.next,
+	}
+	for _, r := range t.segs {
+		n, err := r.fileSize()
+		if err == nil {
+			st.Bytes += n
+		}
+	}
+	if rec, ok := firstRecord(t); ok {
+		st.FirstOffset, st.FirstTimestamp = rec.ChunkID, rec.Timestamp
+	}
+	return st
+}
+
+// firstRecord returns the index record of the stream's first chunk.
+func firstRecord(t *tail) (segment.IndexRecord, bool) {
+	for i, r := range t.segs {
+		seg, err := r.acquire()
+		if err != nil {
+			continue
+		}
+		count := t.active.Count
+		if i < len(t.segs)-1 {
+			ext, _ := r.extent()
+			count = ext.Count
+		}
+		var rec segment.IndexRecord
+		if count > 0 {
+			rec, err = seg.Record(0)
+		}
+		r.release()
+		if count > 0 && err == nil {
+			return rec, true
+		}
+	}
+	return segment.IndexRecord{}, false
+}
+
+// Close stops the writer after it has written everything queued, wakes
+// blocked readers and closes the files.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.q.Lock()
+		s.q.closed = true
+		s.q.Unlock()
+		s.kick()
+		<-s.done
+		close(s.closed)
+		s.closeErr = s.w.close()
+	})
+	return s.closeErr
+}
+
+// Delete closes the stream and removes its directory.
+func (s *Stream) Delete() error {
+	s.Close()
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("osiris: delete %s: %w", s.dir, err)
+	}
+	return nil
+}

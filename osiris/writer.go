@@ -1,0 +1,555 @@
+package osiris
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/warren-mq/warren/segment"
+)
+
+// flushBytes is how much chunk data the writer buffers before it writes in
+// the middle of a cycle.
+const flushBytes = 8 << 20
+
+// writer owns the active segment and everything that changes the log. All
+// its fields are owned by the writer goroutine (and by openWriter before it
+// starts).
+type writer struct {
+	s *Stream
+
+	segs       []*segRef        // oldest first; copied on change (readers hold old slices)
+	active     *segment.Segment // the last segment
+	activeRef  *segRef
+	segHasUser bool   // the active segment (or buf) holds a user chunk
+	next       uint64 // next offset to assign
+	lastTs     int64  // timestamp of the last chunk, ms
+	lastChunk  int64  // last written chunk id, -1 when none
+	lastUser   int64  // last written user chunk id, -1 when none
+
+	buf           []byte           // chunks built and not yet written
+	hdrs          []segment.Header // headers of the chunks in buf
+	b             segment.Builder
+	open          bool     // a chunk is being built in b
+	chunkTs       int64    // timestamp of this cycle's chunks
+	trailer       []byte   // trailer scratch
+	seqs          []seqRec // producer sequences in the chunk being built
+	offsets       []offsetUpdate
+	chunkID       uint64 // id of the chunk being built
+	toSeal        []sealing
+	rolledInCycle bool
+	werr          error // sticky: after a failed write the stream only fails
+
+	dirty    bool      // data written since the last sync
+	lastSync time.Time // for FsyncInterval
+}
+
+type seqRec struct {
+	ref string
+	seq uint64
+}
+
+type sealing struct {
+	ref *segRef
+	ext segment.Tail
+}
+
+// openWriter recovers the stream's state from its directory.
+func openWriter(s *Stream) (*writer, error) {
+	w := &writer{s: s, lastChunk: -1, lastUser: -1, lastSync: s.opts.Now()}
+	bases, err := listSegments(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(bases) == 0 {
+		seg, err := segment.Create(s.dir, 0)
+		if err != nil {
+			return nil, err
+		}
+		w.active = seg
+		w.activeRef = newSegRef(s.dir, 0, seg, false)
+		w.segs = []*segRef{w.activeRef}
+	} else {
+		last := bases[len(bases)-1]
+		seg, rec, err := segment.Open(s.dir, last)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Repaired() {
+			s.opts.Logger.Warn("osiris: repaired segment tail", "dir", s.dir, "segment", last,
+				"truncated_bytes", rec.TruncatedBytes, "dropped_index_records", rec.DroppedRecords,
+				"added_index_records", rec.AddedRecords, "index_rebuilt", rec.IndexRebuilt)
+		}
+		for _, b := range bases[:len(bases)-1] {
+			w.segs = append(w.segs, newSegRef(s.dir, b, nil, true))
+		}
+		w.active = seg
+		w.activeRef = newSegRef(s.dir, last, seg, false)
+		w.segs = append(w.segs, w.activeRef)
+	}
+	if err := w.recoverPosition(); err != nil {
+		w.close()
+		return nil, err
+	}
+	if err := w.recoverTracking(); err != nil {
+		w.close()
+		return nil, err
+	}
+	s.lastWritten.Store(w.lastChunk)
+	w.publish()
+	return w, nil
+}
+
+// recoverPosition sets next, lastTs, lastChunk and lastUser from the last
+// non-empty segment.
+func (w *writer) recoverPosition() error {
+	w.next = w.active.Base()
+	for i := len(w.segs) - 1; i >= 0; i-- {
+		r := w.segs[i]
+		seg, err := r.acquire()
+		if err != nil {
+			return err
+		}
+		rec, h, ok := seg.Last()
+		var user int
+		if ok && w.lastUser < 0 {
+			ext := seg.Tail()
+			user, err = seg.LastOfType(ext.Count, segment.ChunkUser)
+		}
+		var urec segment.IndexRecord
+		if err == nil && user >= 0 && ok && w.lastUser < 0 {
+			urec, err = seg.Record(user)
+		}
+		r.release()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if w.lastChunk < 0 {
+			w.lastChunk = int64(rec.ChunkID)
+			w.lastTs = h.Timestamp
+			if i == len(w.segs)-1 {
+				w.next = h.NextOffset()
+				w.segHasUser = true
+			}
+		}
+		if user >= 0 {
+			w.lastUser = int64(urec.ChunkID)
+			return nil
+		}
+	}
+	return nil
+}
+
+// recoverTracking replays tracking from the newest segment that starts
+// with a snapshot through the end of the log.
+func (w *writer) recoverTracking() error {
+	start := 0
+	for i := len(w.segs) - 1; i >= 0; i-- {
+		seg, err := w.segs[i].acquire()
+		if err != nil {
+			return err
+		}
+		first, ok := seg.First()
+		w.segs[i].release()
+		if ok && first.Type == segment.ChunkTrackingSnapshot {
+			start = i
+			break
+		}
+	}
+	t := w.s.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range w.segs[start:] {
+		seg, err := r.acquire()
+		if err != nil {
+			return err
+		}
+		err = replaySegment(seg, t)
+		r.release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaySegment applies the tracking found in every chunk of seg.
+// REQUIRES: t.mu held.
+func replaySegment(seg *segment.Segment, t *tracking) error {
+	sc := newScanner(seg, seg.Tail().Size)
+	for {
+		h, pos, ok, err := sc.next()
+		if err != nil || !ok {
+			return err
+		}
+		var data, trailer []byte
+		if h.Type != segment.ChunkUser {
+			if data, err = sc.read(pos+h.DataOffset(), int(h.DataLen)); err != nil {
+				return err
+			}
+		}
+		if h.TrailerLen > 0 {
+			if trailer, err = sc.read(pos+h.DataOffset()+int64(h.DataLen), int(h.TrailerLen)); err != nil {
+				return err
+			}
+		}
+		if err := t.replayChunkLocked(&h, data, trailer); err != nil {
+			return fmt.Errorf("osiris: segment %d: %w", seg.Base(), err)
+		}
+	}
+}
+
+// run is the writer goroutine.
+func (w *writer) run() {
+	defer close(w.s.done)
+	cfg := w.s.cfg.Load()
+	var retention <-chan time.Time
+	if w.s.opts.RetentionInterval > 0 {
+		t := time.NewTicker(w.s.opts.RetentionInterval)
+		defer t.Stop()
+		retention = t.C
+	}
+	var syncTick <-chan time.Time
+	if cfg.Fsync == FsyncInterval {
+		t := time.NewTicker(cfg.FsyncInterval)
+		defer t.Stop()
+		syncTick = t.C
+	}
+	for {
+		select {
+		case <-w.s.signal:
+		case <-retention:
+			if err := w.enforceRetention(); err != nil {
+				w.s.opts.Logger.Error("osiris: retention", "dir", w.s.dir, "err", err)
+			}
+			continue
+		case <-syncTick:
+			if w.dirty && w.werr == nil {
+				w.sync()
+			}
+			continue
+		}
+		q := &w.s.q
+		q.Lock()
+		batches, offsets, requests, closed := q.batches, q.offsets, q.requests, q.closed
+		q.batches, q.offsets, q.requests = nil, nil, nil
+		q.Unlock()
+		if len(batches) > 0 || len(offsets) > 0 {
+			w.cycle(batches, offsets)
+		}
+		for _, fn := range requests {
+			fn()
+		}
+		if closed {
+			// Submissions after closed are refused, so this drained everything.
+			if w.dirty && w.werr == nil {
+				w.sync()
+			}
+			return
+		}
+	}
+}
+
+// cycle writes one group of batches and tracking updates and confirms them.
+func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
+	w.offsets = append(w.offsets, offsets...)
+	w.chunkTs = max(w.s.opts.Now().UnixMilli(), w.lastTs)
+	results := make([]Result, len(batches))
+	cfg := w.s.cfg.Load()
+	for i, b := range batches {
+		results[i] = w.addBatch(b, cfg)
+	}
+	if w.werr == nil {
+		w.finishChunk()
+		if len(w.offsets) > 0 {
+			// No user chunk carried them in its trailer.
+			w.writeDelta(cfg)
+		}
+		w.commit(cfg)
+	}
+	for i, b := range batches {
+		r := results[i]
+		if w.werr != nil {
+			r = Result{Err: w.werr}
+		}
+		if b.Done != nil {
+			b.Done(r)
+		}
+	}
+	if w.rolledInCycle {
+		w.rolledInCycle = false
+		if err := w.enforceRetention(); err != nil {
+			w.s.opts.Logger.Error("osiris: retention", "dir", w.s.dir, "err", err)
+		}
+	}
+}
+
+// addBatch adds a batch's messages to chunks. The batch is validated
+// first, so that it is written all or nothing.
+func (w *writer) addBatch(b *Batch, cfg *Config) Result {
+	if w.werr != nil {
+		return Result{Err: w.werr}
+	}
+	for _, m := range b.Messages {
+		_, rest, err := segment.ParseEntry(m.Entry)
+		if err == nil && len(rest) != 0 {
+			err = fmt.Errorf("%d bytes after the entry: %w", len(rest), segment.ErrInvalidEntry)
+		}
+		if err != nil {
+			return Result{Err: fmt.Errorf("osiris: append: %w", err)}
+		}
+	}
+	var r Result
+	t := w.s.track
+	for _, m := range b.Messages {
+		if b.Producer != "" {
+			t.mu.Lock()
+			last, known := t.sequences[b.Producer]
+			t.mu.Unlock()
+			if known && m.PublishingID <= last.seq {
+				r.Duplicates++
+				w.s.duplicates.Add(1)
+				continue
+			}
+		}
+		e, _, _ := segment.ParseEntry(m.Entry)
+		if err := w.addEntry(m.Entry, e.Records, m.Filter, cfg); err != nil {
+			w.werr = err
+			return Result{Err: err}
+		}
+		r.Written++
+		r.LastOffset = w.b.NextOffset() - 1
+		if b.Producer != "" {
+			t.mu.Lock()
+			t.sequences[b.Producer] = sequence{chunkID: w.chunkID, seq: m.PublishingID}
+			t.mu.Unlock()
+			w.noteSeq(b.Producer, m.PublishingID)
+		}
+	}
+	return r
+}
+
+// noteSeq records a producer's sequence for the trailer of the chunk
+// being built.
+func (w *writer) noteSeq(ref string, seq uint64) {
+	for i := range w.seqs {
+		if w.seqs[i].ref == ref {
+			w.seqs[i].seq = seq
+			return
+		}
+	}
+	w.seqs = append(w.seqs, seqRec{ref, seq})
+}
+
+// addEntry adds one entry to the chunk being built, finishing the chunk and
+// rolling the segment when limits are reached.
+func (w *writer) addEntry(entry []byte, records uint32, filter []byte, cfg *Config) error {
+	if w.open {
+		full := w.b.Len() == segment.MaxChunkEntries ||
+			w.b.DataLen()+len(entry) > w.s.opts.MaxChunkBytes ||
+			w.segBytes()+int64(len(entry)) > cfg.MaxSegmentSize
+		if full {
+			w.finishChunk()
+		}
+	}
+	if !w.open {
+		if w.segHasUser && (w.segBytes()+segment.HeaderSize+int64(cfg.FilterSize)+int64(len(entry)) > cfg.MaxSegmentSize ||
+			w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks) {
+			if err := w.roll(cfg); err != nil {
+				return err
+			}
+		}
+		w.b.Begin(w.buf, segment.ChunkUser, w.next, cfg.FilterSize)
+		w.chunkID = w.next
+		w.open = true
+	}
+	if err := w.b.AddEntry(entry, records, filter); err != nil {
+		return err
+	}
+	return nil
+}
+
+// segBytes is the size the active segment has once buf is written,
+// including the chunk being built.
+func (w *writer) segBytes() int64 {
+	n := w.active.Size() + int64(len(w.buf))
+	if w.open {
+		n += segment.HeaderSize + int64(w.b.DataLen())
+	}
+	return n
+}
+
+// finishChunk completes the chunk being built, if any, with a trailer of
+// its producers' sequences and the pending stored offsets.
+func (w *writer) finishChunk() {
+	if !w.open {
+		return
+	}
+	w.open = false
+	w.trailer = w.trailer[:0]
+	for _, s := range w.seqs {
+		w.trailer = appendRecord(w.trailer, trackSequence, s.ref, s.seq)
+	}
+	for _, o := range w.offsets {
+		w.trailer = appendRecord(w.trailer, trackOffset, o.ref, o.offset)
+	}
+	w.seqs = w.seqs[:0]
+	w.offsets = w.offsets[:0]
+	var h segment.Header
+	w.buf, h = w.b.Finish(w.chunkTs, w.s.cfg.Load().Epoch, w.trailer)
+	w.addedChunk(h)
+	w.segHasUser = true
+	if len(w.buf) >= flushBytes {
+		w.flush()
+	}
+}
+
+// addedChunk books a chunk just appended to buf.
+func (w *writer) addedChunk(h segment.Header) {
+	w.hdrs = append(w.hdrs, h)
+	w.next = h.NextOffset()
+	w.lastTs = h.Timestamp
+	w.lastChunk = int64(h.ChunkID)
+	if h.Type == segment.ChunkUser {
+		w.lastUser = int64(h.ChunkID)
+	}
+}
+
+// writeTracking appends a tracking chunk of type typ with body as its one
+// entry.
+func (w *writer) writeTracking(typ segment.ChunkType, body []byte) {
+	w.b.Begin(w.buf, typ, w.next, 0)
+	entry := segment.AppendSimpleEntry(nil, body)
+	_ = w.b.AddEntry(entry, 1, nil)
+	var h segment.Header
+	w.buf, h = w.b.Finish(w.chunkTs, w.s.cfg.Load().Epoch, nil)
+	w.addedChunk(h)
+}
+
+// writeDelta writes the pending stored offsets as a tracking-delta chunk.
+func (w *writer) writeDelta(cfg *Config) {
+	var body []byte
+	for _, o := range w.offsets {
+		body = appendRecord(body, trackOffset, o.ref, o.offset)
+	}
+	w.offsets = w.offsets[:0]
+	if w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks {
+		if err := w.roll(cfg); err != nil {
+			w.werr = err
+			return
+		}
+	}
+	w.writeTracking(segment.ChunkTrackingDelta, body)
+}
+
+// flush writes buf to the active segment.
+func (w *writer) flush() {
+	if w.werr != nil || len(w.hdrs) == 0 {
+		return
+	}
+	if err := w.active.Append(w.buf, w.hdrs); err != nil {
+		w.werr = err
+		return
+	}
+	w.s.lastWritten.Store(w.lastChunk)
+	w.dirty = true
+	w.buf = w.buf[:0]
+	w.hdrs = w.hdrs[:0]
+}
+
+// roll seals the active segment and starts a new one with a tracking
+// snapshot.
+func (w *writer) roll(cfg *Config) error {
+	w.flush()
+	if w.werr != nil {
+		return w.werr
+	}
+	if err := w.active.Sync(); err != nil {
+		w.werr = err
+		return err
+	}
+	w.toSeal = append(w.toSeal, sealing{w.activeRef, w.active.Tail()})
+	seg, err := segment.Create(w.s.dir, w.next)
+	if err != nil {
+		w.werr = err
+		return err
+	}
+	if err := syncDir(w.s.dir); err != nil {
+		w.werr = err
+		return err
+	}
+	ref := newSegRef(w.s.dir, w.next, seg, false)
+	w.segs = append(w.segs[:len(w.segs):len(w.segs)], ref)
+	w.active, w.activeRef = seg, ref
+	w.segHasUser = false
+	w.rolledInCycle = true
+	first := w.segs[0].base
+	t := w.s.track
+	t.mu.Lock()
+	body := t.appendSnapshotLocked(nil, first)
+	t.mu.Unlock()
+	w.writeTracking(segment.ChunkTrackingSnapshot, body)
+	return nil
+}
+
+// commit writes what is buffered, syncs as the policy asks and publishes
+// the new tail to readers.
+func (w *writer) commit(cfg *Config) {
+	w.flush()
+	if w.werr != nil {
+		return
+	}
+	if cfg.Fsync == FsyncAlways && w.dirty {
+		w.sync()
+		if w.werr != nil {
+			return
+		}
+	}
+	for _, s := range w.toSeal {
+		s.ref.seal(s.ext)
+	}
+	w.toSeal = w.toSeal[:0]
+	w.publish()
+}
+
+func (w *writer) sync() {
+	if err := w.active.Sync(); err != nil {
+		w.werr = err
+		return
+	}
+	w.dirty = false
+	w.lastSync = w.s.opts.Now()
+}
+
+// publish makes the written state visible to readers.
+func (w *writer) publish() {
+	t := &tail{
+		segs:      w.segs,
+		active:    w.active.Tail(),
+		next:      w.next,
+		lastChunk: w.lastChunk,
+		lastUser:  w.lastUser,
+		wake:      make(chan struct{}),
+	}
+	if old := w.s.tail.Swap(t); old != nil {
+		close(old.wake)
+	}
+}
+
+// close releases the stream's segments.
+func (w *writer) close() error {
+	var errs []error
+	for _, r := range w.segs {
+		r.mu.Lock()
+		if r.mu.seg != nil {
+			errs = append(errs, r.mu.seg.Close())
+			r.mu.seg = nil
+		}
+		r.mu.removed = true
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
