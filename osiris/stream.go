@@ -279,6 +279,10 @@ func (s *Stream) do(fn func()) error {
 	return nil
 }
 
+// Flush waits until everything submitted before it is written and
+// committed.
+func (s *Stream) Flush() error { return s.do(func() {}) }
+
 // EnforceRetention applies the retention limits now.
 func (s *Stream) EnforceRetention() error {
 	var err error
