@@ -34,7 +34,7 @@ const (
 	DefaultMaxSegmentChunks = 256_000
 	DefaultFilterSize       = 16
 	DefaultFsyncInterval    = 200 * time.Millisecond
-	DefaultMaxChunkBytes    = 1 << 20
+	DefaultMaxChunkBytes    = 1<<20 - 64 // a Deliver frame of one chunk stays within a 1 MiB frame max
 	DefaultRetentionEvery   = time.Minute
 	// MaxSegmentSizeLimit is the largest segment size a stream accepts.
 	MaxSegmentSizeLimit = 3_000_000_000

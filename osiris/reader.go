@@ -69,6 +69,7 @@ type Chunk struct {
 	Bloom  []byte   // the chunk's Bloom bytes (valid until the next Next)
 	File   *os.File // the segment file: read with ReadAt or sendfile only
 	Pos    int64    // position of the chunk header in File
+	ref    *segRef  // the segment, for Hold
 }
 
 // DataPos is the position of the chunk's entry data in File.
@@ -294,7 +295,7 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 			if err != nil {
 				return Chunk{}, false, nil, err
 			}
-			c := Chunk{Header: h, Bloom: bloom, File: r.seg.File(), Pos: r.pos}
+			c := Chunk{Header: h, Bloom: bloom, File: r.seg.File(), Pos: r.pos, ref: r.ref}
 			r.pos += h.Size()
 			r.next = h.NextOffset()
 			if h.Type != segment.ChunkUser && !r.opts.AllChunks {
@@ -332,3 +333,16 @@ func (r *Reader) release() {
 
 // Close releases the reader's segment.
 func (r *Reader) Close() { r.release() }
+
+// Hold keeps the chunk's segment file open after the reader moves on,
+// until the returned release is called, so the data can be sent
+// asynchronously.
+func (c *Chunk) Hold() (release func(), err error) {
+	if c.ref == nil {
+		return func() {}, nil
+	}
+	if err := c.ref.hold(); err != nil {
+		return nil, err
+	}
+	return c.ref.release, nil
+}

@@ -136,3 +136,15 @@ func (r *segRef) lastTimestamp() (int64, error) {
 	rec, err := seg.Record(ext.Count - 1)
 	return rec.Timestamp, err
 }
+
+// hold takes one more reference on an open segment, even one retention has
+// removed (its file stays readable until the last reference goes).
+func (r *segRef) hold() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.seg == nil {
+		return fmt.Errorf("osiris: segment %d: %w", r.base, ErrClosed)
+	}
+	r.mu.refs++
+	return nil
+}

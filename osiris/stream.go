@@ -383,3 +383,6 @@ func (s *Stream) Delete() error {
 	}
 	return nil
 }
+
+// CommittedChunkID is the id of the last committed chunk, -1 when none.
+func (s *Stream) CommittedChunkID() int64 { return s.tail.Load().lastChunk }

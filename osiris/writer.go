@@ -95,6 +95,21 @@ func openWriter(s *Stream) (*writer, error) {
 		w.close()
 		return nil, err
 	}
+	if w.active.Count() == 0 && w.active.Base() > 0 {
+		// A crash tore the snapshot that starts every segment but the
+		// first (or came before it): write it again, or retention would
+		// lose the tracking of the older segments.
+		t := s.track
+		t.mu.Lock()
+		body := t.appendSnapshotLocked(nil, w.segs[0].base)
+		t.mu.Unlock()
+		w.chunkTs = max(s.opts.Now().UnixMilli(), w.lastTs)
+		w.writeTracking(segment.ChunkTrackingSnapshot, body)
+		if w.flush(); w.werr != nil {
+			w.close()
+			return nil, w.werr
+		}
+	}
 	s.lastWritten.Store(w.lastChunk)
 	w.publish()
 	return w, nil

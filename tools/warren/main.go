@@ -1,107 +1,197 @@
 // Command warren is the Warren broker daemon.
 //
-// Until the protocol front ends land (stream protocol on 5552, AMQP 0-9-1
-// on 5672), it runs the storage core: it opens (or creates) the stream
-// "demo" under -data-dir, appends a batch of messages with confirms,
-// replays the stream from the first offset and prints what it measured.
-// Run it twice to see the data and offsets survive a restart.
+//	go run ./tools/warren [-data-dir warren-data] [-stream-listen :5552]
+//	                      [-stream-advertise localhost:5552] [-config warren.json]
+//
+// It serves the RabbitMQ stream protocol (port 5552). AMQP 0-9-1 (port
+// 5672) is not implemented yet; -amqp-listen is accepted and reserved. A
+// data directory is used by one broker at a time (a lock file says so).
+// SIGINT and SIGTERM shut down cleanly: stop accepting, close connections,
+// flush the stream writers, close the files.
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
-	"github.com/warren-mq/warren/segment"
+	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/streamproto"
+	"golang.org/x/sys/unix"
 )
 
+// Config is the daemon's configuration: flags, or a JSON file given with
+// -config (flags given explicitly win over the file).
+type Config struct {
+	DataDir         string `json:"data_dir"`
+	AMQPListen      string `json:"amqp_listen"`
+	StreamListen    string `json:"stream_listen"`
+	StreamAdvertise string `json:"stream_advertise"` // default localhost:<stream port>
+	// FrameMax and Heartbeat (seconds) are offered to stream clients.
+	FrameMax  uint32 `json:"frame_max"`
+	Heartbeat uint32 `json:"heartbeat"`
+	// RetentionInterval is how often stream retention runs besides on
+	// segment roll (a Go duration such as "1m").
+	RetentionInterval string `json:"retention_interval"`
+	LogLevel          string `json:"log_level"` // debug, info, warn, error
+}
+
+func defaults() Config {
+	return Config{
+		DataDir:           "warren-data",
+		AMQPListen:        ":5672",
+		StreamListen:      ":5552",
+		RetentionInterval: "1m",
+		LogLevel:          "info",
+	}
+}
+
 func main() {
-	dataDir := flag.String("data-dir", "warren-data", "directory for all broker data")
-	count := flag.Int("messages", 100_000, "messages the storage demo appends")
-	size := flag.Int("size", 100, "message size in bytes")
-	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*dataDir, *count, *size, logger); err != nil {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "log level:", err)
+		os.Exit(2)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, logger, nil); err != nil {
 		logger.Error("warren", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(dataDir string, count, size int, logger *slog.Logger) error {
-	dir := filepath.Join(dataDir, "streams", "demo")
-	s, err := osiris.Open(dir, osiris.Options{Logger: logger})
+// bindFlags registers the flags onto cfg.
+func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
+	configFile := fs.String("config", "", "JSON configuration file (flags given explicitly override it)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all broker data")
+	fs.StringVar(&cfg.AMQPListen, "amqp-listen", cfg.AMQPListen, "AMQP 0-9-1 listen address (reserved: AMQP is not implemented yet)")
+	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address")
+	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	return configFile
+}
+
+// parseFlags reads the flags and, with -config, the file under them.
+func parseFlags(args []string) (Config, error) {
+	cfg := defaults()
+	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
+	configFile := bindFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if *configFile == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(*configFile)
 	if err != nil {
-		if s, err = osiris.Create(dir, osiris.Config{}, osiris.Options{Logger: logger}); err != nil {
-			return err
-		}
+		return cfg, err
 	}
-	defer s.Close()
-	before := s.Stats()
-	logger.Info("stream opened", "dir", dir, "next_offset", before.NextOffset, "segments", before.Segments)
+	fileCfg := defaults()
+	if err := json.Unmarshal(b, &fileCfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", *configFile, err)
+	}
+	// Parse again onto the file's values: only flags given explicitly
+	// change them.
+	fs = flag.NewFlagSet("warren", flag.ContinueOnError)
+	bindFlags(fs, &fileCfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	return fileCfg, nil
+}
 
-	body := make([]byte, size)
-	entry := segment.AppendSimpleEntry(nil, body)
-	const perBatch = 1000
-	start := time.Now()
-	pending := make(chan osiris.Result, 64)
-	inflight := 0
-	for sent := 0; sent < count; sent += perBatch {
-		batch := &osiris.Batch{Done: func(r osiris.Result) { pending <- r }}
-		for i := 0; i < perBatch && sent+i < count; i++ {
-			batch.Messages = append(batch.Messages, osiris.Message{Entry: entry})
-		}
-		if inflight == cap(pending) {
-			if r := <-pending; r.Err != nil {
-				return r.Err
-			}
-			inflight--
-		}
-		if err := s.Submit(batch); err != nil {
-			return err
-		}
-		inflight++
+// lockDataDir takes an exclusive lock on dataDir/LOCK, held until the
+// returned file is closed (or the process dies).
+func lockDataDir(dataDir string) (*os.File, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
 	}
-	for ; inflight > 0; inflight-- {
-		if r := <-pending; r.Err != nil {
-			return r.Err
-		}
+	path := filepath.Join(dataDir, "LOCK")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
 	}
-	appendTime := time.Since(start)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another Warren (lock %s held)", dataDir, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	return f, nil
+}
 
-	start = time.Now()
-	r, err := s.NewReader(osiris.First(), osiris.ReaderOptions{})
+// run starts the broker and serves until ctx ends. ready, if not nil,
+// receives the bound stream address once listening.
+func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- net.Addr) error {
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	var buf []byte
-	var records, chunks int
-	for {
-		c, ok, err := r.TryNext()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
-		if buf, err = c.ReadData(buf); err != nil {
-			return err
-		}
-		chunks++
-		records += int(c.Header.NumRecords)
+	defer lock.Close()
+	retention, err := time.ParseDuration(cfg.RetentionInterval)
+	if err != nil {
+		return fmt.Errorf("retention_interval: %w", err)
 	}
-	readTime := time.Since(start)
-	st := s.Stats()
-	mb := float64(count*size) / 1e6
-	fmt.Printf("appended %d x %d B in %v (%.0f msg/s, %.1f MB/s, confirmed)\n",
-		count, size, appendTime.Round(time.Millisecond), float64(count)/appendTime.Seconds(), mb/appendTime.Seconds())
-	fmt.Printf("replayed %d records in %d chunks from offset %d in %v (%.0f msg/s)\n",
-		records, chunks, st.FirstOffset, readTime.Round(time.Millisecond), float64(records)/readTime.Seconds())
-	fmt.Printf("stream: first offset %d, next offset %d, %d segments, %d bytes\n",
-		st.FirstOffset, st.NextOffset, st.Segments, st.Bytes)
+	broker, err := queues.Open(cfg.DataDir, queues.Options{
+		Logger:        logger,
+		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger},
+	})
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+
+	ln, err := net.Listen("tcp", cfg.StreamListen)
+	if err != nil {
+		return err
+	}
+	advertise := cfg.StreamAdvertise
+	if advertise == "" {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		advertise = net.JoinHostPort("localhost", port)
+	}
+	srv, err := streamproto.NewServer(streamproto.Config{
+		Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	logger.Info("warren started", "data_dir", cfg.DataDir, "stream_listen", ln.Addr().String(),
+		"stream_advertise", advertise, "amqp", "not implemented yet")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("warren shutting down")
+	case err := <-errc:
+		srv.Close()
+		return err
+	}
+	srv.Close()
+	<-errc
+	logger.Info("warren stopped")
 	return nil
 }

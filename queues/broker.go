@@ -1,0 +1,368 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/warren-mq/warren/osiris"
+)
+
+// Default identity created in a new data directory, as RabbitMQ does.
+const (
+	DefaultVHost    = "/"
+	DefaultUser     = "guest"
+	DefaultPassword = "guest"
+)
+
+// Options configure a Broker.
+type Options struct {
+	Logger *slog.Logger
+	// StreamOptions are passed to every stream opened (clock, retention
+	// interval, chunk size).
+	StreamOptions osiris.Options
+	// LoopbackUsers may only connect from loopback; nil means {"guest"},
+	// as in RabbitMQ's default loopback_users.
+	LoopbackUsers []string
+}
+
+// Broker is the model both front ends share. Its methods are safe for
+// concurrent use.
+type Broker struct {
+	dataDir  string
+	log      *slog.Logger
+	opts     Options
+	cat      *catalog
+	loopback map[string]bool
+
+	mu struct {
+		sync.Mutex
+		streams  map[streamName]*osiris.Stream // open streams
+		watchers map[int]func(vhost, name string)
+		nextW    int
+	}
+}
+
+type streamName struct{ vhost, name string }
+
+// Open opens (creating if need be) the broker state in dataDir: the catalog
+// in dataDir/catalog and streams under dataDir/streams. A new data
+// directory gets vhost "/" and user guest/guest with all permissions.
+func Open(dataDir string, opts Options) (*Broker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StreamOptions.Logger == nil {
+		opts.StreamOptions.Logger = opts.Logger
+	}
+	if opts.LoopbackUsers == nil {
+		opts.LoopbackUsers = []string{DefaultUser}
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "streams"), 0o755); err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
+	}
+	cat, err := openCatalog(filepath.Join(dataDir, "catalog"), opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{dataDir: dataDir, log: opts.Logger, opts: opts, cat: cat, loopback: map[string]bool{}}
+	for _, u := range opts.LoopbackUsers {
+		b.loopback[u] = true
+	}
+	b.mu.streams = map[streamName]*osiris.Stream{}
+	b.mu.watchers = map[int]func(string, string){}
+	if err := b.bootstrap(); err != nil {
+		cat.close()
+		return nil, err
+	}
+	if err := b.openStreams(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// bootstrap creates the default vhost and user in an empty catalog.
+func (b *Broker) bootstrap() error {
+	empty := true
+	if err := b.cat.scan([]byte("v/"), func(_, _ []byte) error { empty = false; return nil }); err != nil {
+		return err
+	}
+	if !empty {
+		return nil
+	}
+	if err := b.AddVHost(DefaultVHost); err != nil {
+		return err
+	}
+	if err := b.AddUser(DefaultUser, DefaultPassword, "administrator"); err != nil {
+		return err
+	}
+	return b.SetPermissions(DefaultUser, DefaultVHost, Permissions{Configure: ".*", Write: ".*", Read: ".*"})
+}
+
+// openStreams opens every stream in the catalog.
+func (b *Broker) openStreams() error {
+	return b.cat.scan([]byte("s/"), func(_, value []byte) error {
+		var def StreamDef
+		if err := unmarshal(value, &def); err != nil {
+			return err
+		}
+		s, err := osiris.Open(b.streamDir(def.ID), b.opts.StreamOptions)
+		if err != nil {
+			return fmt.Errorf("queues: open stream %q in vhost %q: %w", def.Name, def.VHost, err)
+		}
+		b.mu.streams[streamName{def.VHost, def.Name}] = s
+		return nil
+	})
+}
+
+func (b *Broker) streamDir(id uint64) string {
+	return filepath.Join(b.dataDir, "streams", strconv.FormatUint(id, 10))
+}
+
+// Close closes every stream and the catalog.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	streams := b.mu.streams
+	b.mu.streams = map[streamName]*osiris.Stream{}
+	b.mu.Unlock()
+	var errs []error
+	for _, s := range streams {
+		errs = append(errs, s.Close())
+	}
+	errs = append(errs, b.cat.close())
+	return errors.Join(errs...)
+}
+
+// AddVHost creates a virtual host.
+func (b *Broker) AddVHost(name string) error {
+	if ok, err := b.cat.has(vhostKey(name)); err != nil || ok {
+		if ok {
+			return fmt.Errorf("vhost %q: %w", name, ErrExists)
+		}
+		return err
+	}
+	return b.cat.put(vhostKey(name), VHost{Name: name})
+}
+
+// DeleteVHost deletes a virtual host, its permissions and its streams.
+func (b *Broker) DeleteVHost(name string) error {
+	if ok, err := b.cat.has(vhostKey(name)); err != nil || !ok {
+		if !ok {
+			return fmt.Errorf("vhost %q: %w", name, ErrNotFound)
+		}
+		return err
+	}
+	var names []string
+	if err := b.cat.scan(streamKey(name, ""), func(_, v []byte) error {
+		var def StreamDef
+		if err := unmarshal(v, &def); err != nil {
+			return err
+		}
+		names = append(names, def.Name)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := b.DeleteStream(name, n); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
+		return err
+	}
+	return b.cat.delete(vhostKey(name))
+}
+
+// VHostExists reports whether the virtual host exists.
+func (b *Broker) VHostExists(name string) bool {
+	ok, _ := b.cat.has(vhostKey(name))
+	return ok
+}
+
+// AddUser creates a user (or replaces its password and tags).
+func (b *Broker) AddUser(name, password string, tags ...string) error {
+	return b.cat.put(userKey(name), User{Name: name, PasswordHash: HashPassword(password), Tags: tags})
+}
+
+// DeleteUser deletes a user and its permissions.
+func (b *Broker) DeleteUser(name string) error {
+	if ok, err := b.cat.has(userKey(name)); err != nil || !ok {
+		if !ok {
+			return fmt.Errorf("user %q: %w", name, ErrNotFound)
+		}
+		return err
+	}
+	var keys [][]byte
+	b.cat.scan([]byte("p/"), func(k, _ []byte) error {
+		if _, u := splitPair(string(k[2:])); u == name {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if err := b.cat.delete(k); err != nil {
+			return err
+		}
+	}
+	return b.cat.delete(userKey(name))
+}
+
+// SetPermissions gives user the permissions p in vhost.
+func (b *Broker) SetPermissions(user, vhost string, p Permissions) error {
+	if ok, _ := b.cat.has(userKey(user)); !ok {
+		return fmt.Errorf("user %q: %w", user, ErrNotFound)
+	}
+	if ok, _ := b.cat.has(vhostKey(vhost)); !ok {
+		return fmt.Errorf("vhost %q: %w", vhost, ErrNotFound)
+	}
+	return b.cat.put(permKey(vhost, user), p)
+}
+
+// ClearPermissions removes user's permissions in vhost.
+func (b *Broker) ClearPermissions(user, vhost string) error {
+	return b.cat.delete(permKey(vhost, user))
+}
+
+// Authenticate checks a user's password; users in LoopbackUsers are
+// refused unless remote is a loopback address.
+func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, error) {
+	var u User
+	if err := b.cat.get(userKey(user), &u); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, ErrAuthFailed
+		}
+		return nil, err
+	}
+	if !CheckPassword(u.PasswordHash, password) {
+		return nil, ErrAuthFailed
+	}
+	if b.loopback[user] && !isLoopback(remote) {
+		return nil, ErrLoopbackOnly
+	}
+	return &u, nil
+}
+
+// CheckVHostAccess checks that user may use vhost (has permissions there).
+func (b *Broker) CheckVHostAccess(user, vhost string) error {
+	if !b.VHostExists(vhost) {
+		return fmt.Errorf("vhost %q: %w", vhost, ErrNotFound)
+	}
+	if ok, _ := b.cat.has(permKey(vhost, user)); !ok {
+		return fmt.Errorf("user %q, vhost %q: %w", user, vhost, ErrAccessRefused)
+	}
+	return nil
+}
+
+// CheckPermission checks that user has permission kind on resource in vhost.
+func (b *Broker) CheckPermission(user, vhost string, kind Perm, resource string) error {
+	var p Permissions
+	if err := b.cat.get(permKey(vhost, user), &p); err != nil {
+		return fmt.Errorf("user %q, vhost %q: %w", user, vhost, ErrAccessRefused)
+	}
+	re := [...]string{p.Configure, p.Write, p.Read}[kind]
+	if !permMatch(re, resource) {
+		return fmt.Errorf("%s access to %q in vhost %q refused for user %q: %w", kind, resource, vhost, user, ErrAccessRefused)
+	}
+	return nil
+}
+
+// ValidStreamName reports whether name may be used for a stream: not
+// empty, not "amq."-prefixed, at most 255 bytes.
+func ValidStreamName(name string) bool {
+	return name != "" && len(name) <= 255 && !strings.HasPrefix(name, "amq.")
+}
+
+// CreateStream creates a stream with RabbitMQ stream arguments
+// (max-length-bytes, max-age, stream-max-segment-size-bytes,
+// stream-filter-size-bytes; others are ignored). It returns ErrExists if
+// the stream exists and an ErrInvalidArgument error for bad arguments.
+func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
+	if !ValidStreamName(name) {
+		return fmt.Errorf("stream name %q: %w", name, ErrInvalidArgument)
+	}
+	cfg, err := StreamConfig(args)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.VHostExists(vhost) {
+		return fmt.Errorf("vhost %q: %w", vhost, ErrNotFound)
+	}
+	if _, ok := b.mu.streams[streamName{vhost, name}]; ok {
+		return fmt.Errorf("stream %q: %w", name, ErrExists)
+	}
+	id, err := b.cat.nextStreamID()
+	if err != nil {
+		return err
+	}
+	s, err := osiris.Create(b.streamDir(id), cfg, b.opts.StreamOptions)
+	if err != nil {
+		return err
+	}
+	if err := b.cat.put(streamKey(vhost, name), StreamDef{VHost: vhost, Name: name, ID: id, Args: args}); err != nil {
+		s.Delete()
+		return err
+	}
+	b.mu.streams[streamName{vhost, name}] = s
+	return nil
+}
+
+// Stream returns the open stream, or ErrNotFound.
+func (b *Broker) Stream(vhost, name string) (*osiris.Stream, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.mu.streams[streamName{vhost, name}]
+	if !ok {
+		return nil, fmt.Errorf("stream %q in vhost %q: %w", name, vhost, ErrNotFound)
+	}
+	return s, nil
+}
+
+// DeleteStream deletes a stream and its data, then tells the watchers.
+func (b *Broker) DeleteStream(vhost, name string) error {
+	b.mu.Lock()
+	s, ok := b.mu.streams[streamName{vhost, name}]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("stream %q in vhost %q: %w", name, vhost, ErrNotFound)
+	}
+	if err := b.cat.delete(streamKey(vhost, name)); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	delete(b.mu.streams, streamName{vhost, name})
+	watchers := make([]func(string, string), 0, len(b.mu.watchers))
+	for _, w := range b.mu.watchers {
+		watchers = append(watchers, w)
+	}
+	b.mu.Unlock()
+	err := s.Delete()
+	for _, w := range watchers {
+		w(vhost, name)
+	}
+	return err
+}
+
+// WatchDeletions calls fn after each stream deletion until cancel is
+// called. fn must not block.
+func (b *Broker) WatchDeletions(fn func(vhost, name string)) (cancel func()) {
+	b.mu.Lock()
+	id := b.mu.nextW
+	b.mu.nextW++
+	b.mu.watchers[id] = fn
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		delete(b.mu.watchers, id)
+		b.mu.Unlock()
+	}
+}

@@ -1,0 +1,65 @@
+package streamproto
+
+import (
+	"net"
+	"testing"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues"
+)
+
+// testBroker is a broker with a stream server on a free loopback port.
+type testBroker struct {
+	dir    string
+	broker *queues.Broker
+	srv    *Server
+	addr   string // host:port of the stream listener
+	host   string
+	port   int
+	done   chan error
+}
+
+type brokerOpts struct {
+	dir       string // reuse a data directory (restart tests)
+	heartbeat uint32
+	frameMax  uint32
+	stream    osiris.Options
+}
+
+// startBroker starts a broker; it is stopped at the end of the test.
+func startBroker(t *testing.T, o brokerOpts) *testBroker {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	b, err := queues.Open(o.dir, queues.Options{StreamOptions: o.stream})
+	if err != nil {
+		t.Fatalf("queues.Open: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	tb := &testBroker{dir: o.dir, broker: b, addr: ln.Addr().String(), done: make(chan error, 1)}
+	tb.host = "127.0.0.1"
+	tb.port = ln.Addr().(*net.TCPAddr).Port
+	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { tb.done <- tb.srv.Serve(ln) }()
+	t.Cleanup(tb.stop)
+	return tb
+}
+
+// stop shuts the broker down (idempotent).
+func (tb *testBroker) stop() {
+	if tb.srv == nil {
+		return
+	}
+	tb.srv.Close()
+	<-tb.done
+	tb.broker.Close()
+	tb.srv = nil
+}

@@ -1,0 +1,356 @@
+package streamproto
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connState is how far a connection has come.
+type connState int
+
+const (
+	stateNew           connState = iota // expecting PeerProperties / SaslHandshake
+	stateAuthenticated                  // SASL done; Tune sent, expecting Tune and Open
+	stateOpen                           // Open done: all commands allowed
+)
+
+// conn is one client connection.
+type conn struct {
+	// Static after newConn.
+	srv    *Server
+	nc     net.Conn
+	log    *slog.Logger
+	out    *outQueue
+	ctx    context.Context // cancelled when the connection ends
+	cancel context.CancelFunc
+
+	// Owned by the reader goroutine (serve).
+	br            *bufio.Reader
+	scratch       []byte
+	state         connState
+	frameMax      uint32 // limit on incoming frames now
+	tunedFrameMax uint32 // limit once open, from Tune
+	user          string
+	mechanism     string
+	deliverV2     bool
+	closing       bool // we sent Close and wait for its response
+
+	heartbeat atomic.Int64 // negotiated heartbeat, ns; read by the writer
+
+	// mu guards publishers and subscriptions: the reader goroutine changes
+	// them, and stream deletion (another goroutine) removes entries.
+	mu struct {
+		sync.Mutex
+		vhost      string
+		publishers map[uint8]*publisher
+		subs       map[uint8]*subscription
+	}
+
+	// fc is connection-level publish flow control.
+	fc struct {
+		sync.Mutex
+		credits int
+		wake    chan struct{} // closed when credits rise above the threshold; nil if no one waits
+	}
+
+	unwatch    func()
+	writerDone chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:        s,
+		nc:         nc,
+		log:        s.log.With("remote", nc.RemoteAddr().String()),
+		out:        newOutQueue(),
+		br:         bufio.NewReaderSize(nc, 64<<10),
+		frameMax:   initialFrameMax,
+		writerDone: make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.publishers = map[uint8]*publisher{}
+	c.mu.subs = map[uint8]*subscription{}
+	c.fc.credits = initialPublishCredits
+	return c
+}
+
+// errCloseConn ends the connection after what is queued is written.
+var errCloseConn = errors.New("streamproto: close connection")
+
+// serve runs the connection: the writer goroutine and the read loop.
+func (c *conn) serve() {
+	go func() {
+		defer close(c.writerDone)
+		hb := func() time.Duration { return time.Duration(c.heartbeat.Load()) }
+		if err := c.out.writeLoop(c.nc, hb, c.ctx.Done()); err != nil && c.ctx.Err() == nil {
+			c.log.Debug("stream connection write", "err", err)
+			c.cancel()
+			c.nc.Close()
+		}
+	}()
+	c.unwatch = c.srv.broker.WatchDeletions(c.streamDeleted)
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, errCloseConn) && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+		c.log.Debug("stream connection ended", "err", err)
+	}
+	c.teardown()
+}
+
+// shutdown closes the connection from outside (server shutdown).
+func (c *conn) shutdown() {
+	c.cancel()
+	c.nc.Close()
+}
+
+// teardown stops subscriptions, lets the writer drain, and closes.
+func (c *conn) teardown() {
+	c.unwatch()
+	c.mu.Lock()
+	subs := c.mu.subs
+	c.mu.subs = map[uint8]*subscription{}
+	c.mu.publishers = map[uint8]*publisher{}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.stop()
+	}
+	c.out.close() // the writer writes what is queued (a Close, say), then exits
+	select {
+	case <-c.writerDone:
+	case <-time.After(5 * time.Second):
+	}
+	c.cancel()
+	c.nc.Close()
+	<-c.writerDone
+}
+
+// readLoop reads and dispatches frames until the connection ends.
+func (c *conn) readLoop() error {
+	for {
+		if !c.waitPublishCredits() {
+			return c.ctx.Err()
+		}
+		switch {
+		case c.state != stateOpen:
+			c.nc.SetReadDeadline(time.Now().Add(c.srv.handshakeWait))
+		case c.heartbeat.Load() > 0:
+			c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(c.heartbeat.Load()) + time.Second))
+		default:
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		hdr, err := c.br.Peek(6)
+		if err != nil {
+			return err
+		}
+		size := binary.BigEndian.Uint32(hdr)
+		key := Key(binary.BigEndian.Uint16(hdr[4:]))
+		if c.frameMax != 0 && size > c.frameMax || size < 4 {
+			if c.state == stateNew || size < 4 {
+				return fmt.Errorf("frame of %d bytes before authentication: %w", size, errCloseConn)
+			}
+			c.closeWith(CodeFrameTooLarge, "frame too large")
+			return errCloseConn
+		}
+		var body []byte
+		if key == KeyPublish {
+			body = make([]byte, size) // owned by the batch until it is confirmed
+		} else {
+			if cap(c.scratch) < int(size) {
+				c.scratch = make([]byte, size)
+			}
+			body = c.scratch[:size]
+		}
+		if _, err := c.br.Discard(4); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c.br, body); err != nil {
+			return err
+		}
+		if err := c.dispatch(body); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch handles one frame body (key, version, fields).
+func (c *conn) dispatch(body []byte) error {
+	key := Key(binary.BigEndian.Uint16(body))
+	version := binary.BigEndian.Uint16(body[2:])
+	r := reader{b: body[4:]}
+	if c.state != stateOpen {
+		return c.dispatchHandshake(key, &r)
+	}
+	var err error
+	switch key {
+	case KeyPublish:
+		err = c.handlePublish(&r, version, body)
+	case KeyCredit:
+		c.handleCredit(&r)
+	case KeyHeartbeat:
+	case KeyDeclarePublisher:
+		c.handleDeclarePublisher(&r)
+	case KeyQueryPublisherSequence:
+		c.handleQueryPublisherSequence(&r)
+	case KeyDeletePublisher:
+		c.handleDeletePublisher(&r)
+	case KeySubscribe:
+		c.handleSubscribe(&r)
+	case KeyStoreOffset:
+		c.handleStoreOffset(&r)
+	case KeyQueryOffset:
+		c.handleQueryOffset(&r)
+	case KeyUnsubscribe:
+		c.handleUnsubscribe(&r)
+	case KeyCreate:
+		c.handleCreate(&r)
+	case KeyDelete:
+		c.handleDelete(&r)
+	case KeyMetadata:
+		c.handleMetadata(&r)
+	case KeyExchangeCommandVersions:
+		c.handleExchangeCommandVersions(&r)
+	case KeyStreamStats:
+		c.handleStreamStats(&r)
+	case KeyResolveOffsetSpec:
+		c.handleResolveOffsetSpec(&r)
+	case KeyRoute, KeyPartitions:
+		c.handleSuperStreamQuery(key, &r)
+	case KeyCreateSuperStream, KeyDeleteSuperStream:
+		c.handleSuperStreamChange(key, &r)
+	case KeyConsumerUpdate | responseBit:
+		// Single active consumer is not offered; nothing to do with a reply.
+	case KeyClose:
+		corr := r.u32()
+		r.u16()
+		r.string()
+		if r.err == nil {
+			c.respond(KeyClose, corr, CodeOK)
+		}
+		return errCloseConn
+	case KeyClose | responseBit:
+		return errCloseConn
+	default:
+		c.closeWith(CodeUnknownFrame, "unknown frame")
+		return errCloseConn
+	}
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		c.log.Debug("malformed frame", "key", fmt.Sprintf("0x%04x", uint16(key)), "err", r.err)
+		c.closeWith(CodeUnknownFrame, "malformed frame")
+		return errCloseConn
+	}
+	return nil
+}
+
+// respond queues a response with only a code.
+func (c *conn) respond(key Key, corr uint32, code Code) {
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, key, corr, code)
+		return endFrame(b, start)
+	})
+}
+
+// closeWith queues a server-initiated Close.
+func (c *conn) closeWith(code Code, reason string) {
+	c.closing = true
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyClose, 1)
+		b = appendU32(b, 0)
+		b = appendU16(b, uint16(code))
+		b = appendString(b, reason)
+		return endFrame(b, start)
+	})
+}
+
+// vhost is the connection's virtual host.
+func (c *conn) vhost() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.vhost
+}
+
+// takePublishCredits uses n credits for entries handed to the log.
+func (c *conn) takePublishCredits(n int) {
+	c.fc.Lock()
+	c.fc.credits -= n
+	c.fc.Unlock()
+}
+
+// returnPublishCredits gives back n credits when entries are confirmed.
+func (c *conn) returnPublishCredits(n int) {
+	c.fc.Lock()
+	c.fc.credits += n
+	if c.fc.wake != nil && c.fc.credits > creditsRequiredForUnblocking {
+		close(c.fc.wake)
+		c.fc.wake = nil
+	}
+	c.fc.Unlock()
+}
+
+// waitPublishCredits blocks reading while the connection has no publish
+// credits left. It returns false when the connection ends.
+func (c *conn) waitPublishCredits() bool {
+	c.fc.Lock()
+	if c.fc.credits > 0 {
+		c.fc.Unlock()
+		return true
+	}
+	if c.fc.wake == nil {
+		c.fc.wake = make(chan struct{})
+	}
+	wake := c.fc.wake
+	c.fc.Unlock()
+	select {
+	case <-wake:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// streamDeleted is called (from another goroutine) after a stream is
+// deleted: drop its publishers and subscriptions here and tell the client.
+func (c *conn) streamDeleted(vhost, name string) {
+	c.mu.Lock()
+	if vhost != c.mu.vhost {
+		c.mu.Unlock()
+		return
+	}
+	used := false
+	for id, p := range c.mu.publishers {
+		if p.stream == name {
+			delete(c.mu.publishers, id)
+			used = true
+		}
+	}
+	var stopped []*subscription
+	for id, s := range c.mu.subs {
+		if s.stream == name {
+			delete(c.mu.subs, id)
+			stopped = append(stopped, s)
+			used = true
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range stopped {
+		s.cancel()
+	}
+	if used {
+		c.out.frame(func(b []byte) []byte {
+			b, start := beginFrame(b, KeyMetadataUpdate, 1)
+			b = appendU16(b, uint16(CodeStreamNotAvailable))
+			b = appendString(b, name)
+			return endFrame(b, start)
+		})
+	}
+}

@@ -1,0 +1,44 @@
+// Package streamproto is Warren's front end for the RabbitMQ stream
+// protocol (TCP port 5552): framing, the command codec, connection and
+// authentication state, publishers with confirms, and subscriptions that
+// deliver chunks straight from segment files with sendfile.
+//
+// # Frames
+//
+// Integers are big-endian. A frame is a length and a body:
+//
+//	+----------+---------+-------------+----------------------------+
+//	| size u32 | key u16 | version u16 | fields ...                 |
+//	+----------+---------+-------------+----------------------------+
+//	  size counts the bytes after itself
+//
+// Requests carry a correlation id as their first field; responses set the
+// top bit of the key, echo the correlation id and carry a response code:
+//
+//	+----------+----------------+-----+---------+-----------+--------+
+//	| size u32 | key|0x8000 u16 | 1   | corr u32| code u16  | ...    |
+//	+----------+----------------+-----+---------+-----------+--------+
+//
+// Types: string = i16 length + UTF-8 (-1 null); bytes = i32 length + data
+// (-1 null); array = i32 count + elements; map = i32 count + (string,
+// string) pairs.
+//
+// # Deliver
+//
+// A Deliver frame carries one chunk: the 48-byte stored chunk header (with
+// Warren's check bytes zeroed) followed by the chunk's entry data, which the
+// connection's writer sends from the segment file with sendfile(2):
+//
+//	+----------+--------+-----+-------+----------------+------------------+
+//	| size u32 | 0x0008 | 1|2 | sub u8| [committed u64]| chunk header 48  |  entry data ...
+//	+----------+--------+-----+-------+----------------+------------------+
+//	                                    version 2 only   from memory        from the file
+//
+// # Concurrency
+//
+// Each connection has a reader goroutine (owns the socket's read side and
+// all connection, publisher and subscription state) and a writer goroutine
+// (owns the write side; coalesces queued frames into large writes and
+// interleaves sendfile calls). Each subscription has a goroutine that
+// waits for credit and chunks and queues deliveries to the writer.
+package streamproto

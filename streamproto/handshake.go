@@ -1,0 +1,216 @@
+package streamproto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/warren-mq/warren/queues"
+)
+
+// dispatchHandshake handles frames before the connection is open:
+// PeerProperties, SaslHandshake, SaslAuthenticate, Tune, Open, Close and
+// Heartbeat. Anything else, or a malformed frame, drops the connection.
+func (c *conn) dispatchHandshake(key Key, r *reader) error {
+	var err error
+	switch key {
+	case KeyPeerProperties:
+		c.handlePeerProperties(r)
+	case KeySaslHandshake:
+		corr := r.u32()
+		if r.err == nil {
+			c.out.frame(func(b []byte) []byte {
+				b, start := beginResponse(b, KeySaslHandshake, corr, CodeOK)
+				b = appendU32(b, 2)
+				b = appendString(b, "PLAIN")
+				b = appendString(b, "AMQPLAIN")
+				return endFrame(b, start)
+			})
+		}
+	case KeySaslAuthenticate:
+		err = c.handleSaslAuthenticate(r)
+	case KeyTune, KeyTune | responseBit:
+		c.handleTune(r)
+	case KeyOpen:
+		err = c.handleOpen(r)
+	case KeyHeartbeat:
+	case KeyClose:
+		corr := r.u32()
+		if r.err == nil {
+			c.respond(KeyClose, corr, CodeOK)
+		}
+		return errCloseConn
+	default:
+		return fmt.Errorf("frame 0x%04x before the connection is open: %w", uint16(key), errCloseConn)
+	}
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		return fmt.Errorf("malformed handshake frame 0x%04x: %v: %w", uint16(key), r.err, errCloseConn)
+	}
+	return nil
+}
+
+var serverPropertyKeys = []string{"cluster_name", "copyright", "information", "platform", "product", "version"}
+
+func (c *conn) handlePeerProperties(r *reader) {
+	corr := r.u32()
+	r.stringMap()
+	if r.err != nil {
+		return
+	}
+	props := map[string]string{
+		"cluster_name": "warren",
+		"copyright":    "Warren authors",
+		"information":  "Warren, a log-structured message broker; see its README",
+		"platform":     "Go",
+		"product":      "Warren",
+		"version":      ServerVersion,
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyPeerProperties, corr, CodeOK)
+		b = appendStringMap(b, serverPropertyKeys, props)
+		return endFrame(b, start)
+	})
+}
+
+func (c *conn) handleSaslAuthenticate(r *reader) error {
+	corr := r.u32()
+	mech := r.string()
+	data := r.bytes()
+	if r.err != nil {
+		return nil
+	}
+	if c.state != stateNew && c.state != stateOpen {
+		c.respond(KeySaslAuthenticate, corr, CodeSASLError)
+		return errCloseConn
+	}
+	var user, pass string
+	var ok bool
+	switch mech {
+	case "PLAIN":
+		user, pass, ok = parsePlain(data)
+	case "AMQPLAIN":
+		user, pass, ok = parseAMQPlain(data)
+	default:
+		c.respond(KeySaslAuthenticate, corr, CodeSASLMechanismNotSupported)
+		return errCloseConn
+	}
+	if !ok {
+		c.respond(KeySaslAuthenticate, corr, CodeSASLError)
+		return errCloseConn
+	}
+	if _, err := c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+		code := CodeAuthenticationFailure
+		if errors.Is(err, queues.ErrLoopbackOnly) {
+			code = CodeAuthenticationLoopback
+		}
+		c.log.Info("stream authentication failed", "user", user, "err", err)
+		c.respond(KeySaslAuthenticate, corr, code)
+		return errCloseConn
+	}
+	c.user, c.mechanism = user, mech
+	c.state = stateAuthenticated
+	c.respond(KeySaslAuthenticate, corr, CodeOK)
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyTune, 1)
+		b = appendU32(b, c.srv.frameMax)
+		b = appendU32(b, c.srv.heartbeat)
+		return endFrame(b, start)
+	})
+	return nil
+}
+
+// parsePlain splits SASL PLAIN data: [authzid] NUL user NUL password.
+func parsePlain(data []byte) (string, string, bool) {
+	parts := bytes.Split(data, []byte{0})
+	if len(parts) != 3 {
+		return "", "", false
+	}
+	return string(parts[1]), string(parts[2]), true
+}
+
+// parseAMQPlain reads the LOGIN and PASSWORD long strings from an AMQP
+// 0-9-1 field table without its length prefix, as RabbitMQ's AMQPLAIN
+// mechanism receives it.
+func parseAMQPlain(data []byte) (string, string, bool) {
+	var user, pass string
+	var haveUser, havePass bool
+	for len(data) > 0 {
+		n := int(data[0])
+		if len(data) < 1+n+1 {
+			return "", "", false
+		}
+		name := string(data[1 : 1+n])
+		typ := data[1+n]
+		data = data[2+n:]
+		if typ != 'S' || len(data) < 4 {
+			return "", "", false
+		}
+		l := int(uint32(data[0])<<24 | uint32(data[1])<<16 | uint32(data[2])<<8 | uint32(data[3]))
+		if l < 0 || l > len(data)-4 {
+			return "", "", false
+		}
+		v := string(data[4 : 4+l])
+		data = data[4+l:]
+		switch name {
+		case "LOGIN":
+			user, haveUser = v, true
+		case "PASSWORD":
+			pass, havePass = v, true
+		}
+	}
+	return user, pass, haveUser && havePass
+}
+
+// handleTune takes the client's Tune reply: frame max is the smaller of
+// the two (0 means no limit), and the client's heartbeat is adopted.
+func (c *conn) handleTune(r *reader) {
+	frameMax := r.u32()
+	heartbeat := r.u32()
+	if r.err != nil || c.state != stateAuthenticated {
+		return
+	}
+	fm := c.srv.frameMax
+	if frameMax != 0 && (fm == 0 || frameMax < fm) {
+		fm = frameMax
+	}
+	c.tunedFrameMax = fm
+	c.heartbeat.Store(int64(time.Duration(heartbeat) * time.Second))
+}
+
+func (c *conn) handleOpen(r *reader) error {
+	corr := r.u32()
+	vhost := r.string()
+	if r.err != nil {
+		return nil
+	}
+	if c.state != stateAuthenticated {
+		return fmt.Errorf("open before authentication: %w", errCloseConn)
+	}
+	if err := c.srv.broker.CheckVHostAccess(c.user, vhost); err != nil {
+		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
+		c.respond(KeyOpen, corr, CodeVirtualHostAccessFailure)
+		return errCloseConn
+	}
+	c.mu.Lock()
+	c.mu.vhost = vhost
+	c.mu.Unlock()
+	c.state = stateOpen
+	c.frameMax = c.tunedFrameMax
+	if c.frameMax == 0 {
+		c.frameMax = c.srv.frameMax
+	}
+	props := map[string]string{"advertised_host": c.srv.advertiseHost, "advertised_port": c.srv.advertisePort}
+	keys := slices.Sorted(maps.Keys(props))
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyOpen, corr, CodeOK)
+		b = appendStringMap(b, keys, props)
+		return endFrame(b, start)
+	})
+	return nil
+}

@@ -1,0 +1,254 @@
+package streamproto
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues"
+)
+
+func (c *conn) handleCreate(r *reader) {
+	corr := r.u32()
+	stream := r.string()
+	args := r.stringMap()
+	if r.err != nil {
+		return
+	}
+	// RabbitMQ strips CR and LF from names.
+	stream = strings.NewReplacer("\r", "", "\n", "").Replace(stream)
+	vhost := c.vhost()
+	code := CodeOK
+	switch {
+	case !queues.ValidStreamName(stream):
+		code = CodePreconditionFailed
+	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil:
+		code = CodeAccessRefused
+	default:
+		err := c.srv.broker.CreateStream(vhost, stream, args)
+		switch {
+		case err == nil:
+		case errors.Is(err, queues.ErrExists):
+			code = CodeStreamAlreadyExists
+		case errors.Is(err, queues.ErrInvalidArgument):
+			code = CodePreconditionFailed
+		default:
+			c.log.Error("create stream", "stream", stream, "err", err)
+			code = CodeInternalError
+		}
+	}
+	c.respond(KeyCreate, corr, code)
+}
+
+func (c *conn) handleDelete(r *reader) {
+	corr := r.u32()
+	stream := r.string()
+	if r.err != nil {
+		return
+	}
+	vhost := c.vhost()
+	code := CodeOK
+	if _, err := c.srv.broker.Stream(vhost, stream); err != nil {
+		code = CodeStreamDoesNotExist
+	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil {
+		code = CodeAccessRefused
+	} else if err := c.srv.broker.DeleteStream(vhost, stream); err != nil {
+		if errors.Is(err, queues.ErrNotFound) {
+			code = CodeStreamDoesNotExist
+		} else {
+			c.log.Error("delete stream", "stream", stream, "err", err)
+			code = CodeInternalError
+		}
+	}
+	c.respond(KeyDelete, corr, code)
+}
+
+// handleMetadata answers with this broker and, per stream, its leader
+// (this broker) or the reason there is none. The reply has no top-level
+// response code.
+func (c *conn) handleMetadata(r *reader) {
+	corr := r.u32()
+	streams := r.stringArray()
+	if r.err != nil {
+		return
+	}
+	vhost := c.vhost()
+	codes := make([]Code, len(streams))
+	for i, name := range streams {
+		switch {
+		case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) != nil &&
+			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil:
+			codes[i] = CodeAccessRefused
+		default:
+			if _, err := c.srv.broker.Stream(vhost, name); err != nil {
+				codes[i] = CodeStreamDoesNotExist
+			} else {
+				codes[i] = CodeOK
+			}
+		}
+	}
+	port, _ := strconv.ParseUint(c.srv.advertisePort, 10, 16)
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyMetadata|responseBit, 1)
+		b = appendU32(b, corr)
+		b = appendU32(b, 1) // brokers
+		b = appendU16(b, 0)
+		b = appendString(b, c.srv.advertiseHost)
+		b = appendU32(b, uint32(port))
+		b = appendU32(b, uint32(len(streams)))
+		for i, name := range streams {
+			b = appendString(b, name)
+			b = appendU16(b, uint16(codes[i]))
+			if codes[i] == CodeOK {
+				b = appendU16(b, 0)
+			} else {
+				b = appendU16(b, 0xffff)
+			}
+			b = appendU32(b, 0) // no replicas
+		}
+		return endFrame(b, start)
+	})
+}
+
+func (c *conn) handleStreamStats(r *reader) {
+	corr := r.u32()
+	stream := r.string()
+	if r.err != nil {
+		return
+	}
+	vhost := c.vhost()
+	s, err := c.srv.broker.Stream(vhost, stream)
+	code := CodeOK
+	var st osiris.Stats
+	switch {
+	case err != nil:
+		code = CodeStreamDoesNotExist
+	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil:
+		code = CodeAccessRefused
+	default:
+		st = s.Stats()
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyStreamStats, corr, code)
+		if code != CodeOK {
+			b = appendU32(b, 0)
+			return endFrame(b, start)
+		}
+		first := int64(st.FirstOffset)
+		if st.CommittedChunkID < 0 {
+			first = -1
+		}
+		b = appendU32(b, 3)
+		b = appendString(b, "committed_chunk_id")
+		b = appendU64(b, uint64(st.CommittedChunkID))
+		b = appendString(b, "first_chunk_id")
+		b = appendU64(b, uint64(first))
+		b = appendString(b, "last_chunk_id")
+		b = appendU64(b, uint64(st.LastChunkID))
+		return endFrame(b, start)
+	})
+}
+
+func (c *conn) handleExchangeCommandVersions(r *reader) {
+	corr := r.u32()
+	n := r.count(6)
+	for i := 0; i < n && r.err == nil; i++ {
+		key, _, maxV := Key(r.u16()), r.u16(), r.u16()
+		if key == KeyDeliver && maxV >= 2 {
+			c.deliverV2 = true
+		}
+	}
+	if r.err != nil {
+		return
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyExchangeCommandVersions, corr, CodeOK)
+		b = appendU32(b, uint32(len(serverCommandVersions)))
+		for _, v := range serverCommandVersions {
+			b = appendU16(b, v[0])
+			b = appendU16(b, v[1])
+			b = appendU16(b, v[2])
+		}
+		return endFrame(b, start)
+	})
+}
+
+// handleResolveOffsetSpec answers with the offset a subscription with the
+// given spec would start at.
+func (c *conn) handleResolveOffsetSpec(r *reader) {
+	corr := r.u32()
+	stream := r.string()
+	spec, ok := offsetSpec(r)
+	var props map[string]string
+	if !r.empty() {
+		props = r.stringMap()
+	}
+	if r.err != nil {
+		return
+	}
+	code, offset := CodeOK, uint64(0)
+	vhost := c.vhost()
+	s, err := c.srv.broker.Stream(vhost, stream)
+	switch {
+	case !ok:
+		code = CodePreconditionFailed
+	case err != nil:
+		code = CodeStreamDoesNotExist
+	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil:
+		code = CodeAccessRefused
+	default:
+		rd, err := s.NewReader(spec, readerOptions(props))
+		if err != nil {
+			code = CodeNoOffset
+		} else {
+			offset = rd.NextOffset()
+			rd.Close()
+		}
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyResolveOffsetSpec, corr, code)
+		b = appendU16(b, offsetTypeOffset)
+		b = appendU64(b, offset)
+		return endFrame(b, start)
+	})
+}
+
+// handleSuperStreamQuery answers Route and Partitions. Super streams are
+// not implemented yet, so no super stream exists.
+func (c *conn) handleSuperStreamQuery(key Key, r *reader) {
+	corr := r.u32()
+	r.string()
+	if key == KeyRoute {
+		r.string()
+	}
+	if r.err != nil {
+		return
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, key, corr, CodeStreamDoesNotExist)
+		b = appendU32(b, 0)
+		return endFrame(b, start)
+	})
+}
+
+// handleSuperStreamChange answers CreateSuperStream and DeleteSuperStream,
+// which are not implemented yet.
+func (c *conn) handleSuperStreamChange(key Key, r *reader) {
+	corr := r.u32()
+	name := r.string()
+	if key == KeyCreateSuperStream {
+		r.stringArray()
+		r.stringArray()
+		r.stringMap()
+	}
+	if r.err != nil {
+		return
+	}
+	code := CodePreconditionFailed
+	if key == KeyDeleteSuperStream {
+		code = CodeStreamDoesNotExist
+	}
+	c.log.Info("super streams are not supported yet", "name", name)
+	c.respond(key, corr, code)
+}

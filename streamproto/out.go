@@ -1,0 +1,221 @@
+package streamproto
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileSpan is data to send from a file between two parts of the frame
+// buffer.
+type fileSpan struct {
+	at      int // position in the frame buffer where the file data goes
+	file    *os.File
+	pos, n  int64
+	release func() // called once the data is sent (or dropped)
+}
+
+// outQueue is the connection's outgoing frames: the reader goroutine and
+// the subscription goroutines append, the writer goroutine drains. Frames
+// are encoded straight into the shared buffer, so queuing a frame does not
+// allocate in the steady state.
+type outQueue struct {
+	mu struct {
+		sync.Mutex
+		buf    []byte
+		spans  []fileSpan
+		closed bool
+	}
+	signal chan struct{} // cap 1; never closed
+}
+
+func newOutQueue() *outQueue {
+	return &outQueue{signal: make(chan struct{}, 1)}
+}
+
+// frame appends one frame built by fn. It reports false once the queue is
+// closed.
+func (q *outQueue) frame(fn func(b []byte) []byte) bool {
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.buf = fn(q.mu.buf)
+	q.mu.Unlock()
+	q.kick()
+	return true
+}
+
+// deliver appends a frame whose head is built by fn and whose tail is n
+// bytes of file at pos. release is called when the data has been sent or
+// dropped.
+func (q *outQueue) deliver(fn func(b []byte) []byte, file *os.File, pos, n int64, release func()) bool {
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		release()
+		return false
+	}
+	q.mu.buf = fn(q.mu.buf)
+	q.mu.spans = append(q.mu.spans, fileSpan{at: len(q.mu.buf), file: file, pos: pos, n: n, release: release})
+	q.mu.Unlock()
+	q.kick()
+	return true
+}
+
+func (q *outQueue) kick() {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// close refuses further frames; the writer sends what is queued and exits.
+func (q *outQueue) close() {
+	q.mu.Lock()
+	q.mu.closed = true
+	q.mu.Unlock()
+	q.kick()
+}
+
+// drop discards what is queued, releasing file spans. The writer calls it
+// when it exits.
+func (q *outQueue) drop() {
+	q.mu.Lock()
+	q.mu.closed = true
+	spans := q.mu.spans
+	q.mu.spans = nil
+	q.mu.buf = nil
+	q.mu.Unlock()
+	for _, s := range spans {
+		s.release()
+	}
+}
+
+// writeLoop is the connection's writer goroutine. It sends a heartbeat
+// when nothing was written for heartbeat (if set), and returns when the
+// queue is closed and drained or on a write error.
+func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <-chan struct{}) error {
+	defer q.drop()
+	var spare []byte
+	var spans []fileSpan
+	lastWrite := time.Now()
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-q.signal:
+		case <-ticker.C:
+			if hb := heartbeat(); hb > 0 && time.Since(lastWrite) >= hb/2 {
+				q.frame(appendHeartbeat)
+			}
+			continue
+		case <-done:
+			return nil
+		}
+		q.mu.Lock()
+		buf := q.mu.buf
+		q.mu.buf = spare[:0]
+		spans = append(spans[:0], q.mu.spans...)
+		q.mu.spans = q.mu.spans[:0]
+		closed := q.mu.closed
+		q.mu.Unlock()
+		err := writeOut(nc, buf, spans)
+		for _, s := range spans {
+			s.release()
+		}
+		if err != nil {
+			return err
+		}
+		if len(buf) > 0 {
+			lastWrite = time.Now()
+		}
+		spare = buf
+		if closed {
+			return nil
+		}
+	}
+}
+
+// writeOut writes buf with the file spans spliced in at their positions.
+func writeOut(nc net.Conn, buf []byte, spans []fileSpan) error {
+	prev := 0
+	for _, s := range spans {
+		if s.at > prev {
+			if _, err := nc.Write(buf[prev:s.at]); err != nil {
+				return err
+			}
+		}
+		prev = s.at
+		if err := sendFile(nc, s.file, s.pos, s.n); err != nil {
+			return err
+		}
+	}
+	if len(buf) > prev {
+		if _, err := nc.Write(buf[prev:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendFile sends n bytes of f at pos to nc with sendfile(2), without
+// touching f's offset (so any number of connections can share f). It
+// falls back to a copy for connections without a file descriptor.
+func sendFile(nc net.Conn, f *os.File, pos, n int64) error {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		_, err := io.Copy(nc, io.NewSectionReader(f, pos, n))
+		return err
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	fc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	cerr := fc.Control(func(src uintptr) {
+		for n > 0 && serr == nil {
+			werr := rc.Write(func(dst uintptr) bool {
+				for n > 0 {
+					w, err := unix.Sendfile(int(dst), int(src), &pos, int(min(n, 1<<30)))
+					if w > 0 {
+						n -= int64(w)
+					}
+					switch {
+					case err == unix.EAGAIN:
+						return false // wait until the socket is writable
+					case err == unix.EINTR:
+						continue
+					case err != nil:
+						serr = err
+						return true
+					case w == 0:
+						serr = io.ErrUnexpectedEOF // the file is shorter than promised
+						return true
+					}
+				}
+				return true
+			})
+			if werr != nil && serr == nil {
+				serr = werr
+			}
+		}
+	})
+	return errors.Join(cerr, serr)
+}
+
+func appendHeartbeat(b []byte) []byte {
+	b, start := beginFrame(b, KeyHeartbeat, 1)
+	return endFrame(b, start)
+}

@@ -1,0 +1,206 @@
+package streamproto
+
+import (
+	"errors"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/segment"
+)
+
+// publisher is a declared publisher.
+type publisher struct {
+	id        uint8
+	reference string // producer reference for deduplication; may be empty
+	stream    string
+	s         *osiris.Stream
+}
+
+func (c *conn) handleDeclarePublisher(r *reader) {
+	corr := r.u32()
+	id := r.u8()
+	ref := r.string()
+	stream := r.string()
+	if r.err != nil {
+		return
+	}
+	c.respond(KeyDeclarePublisher, corr, c.declarePublisher(id, ref, stream))
+}
+
+func (c *conn) declarePublisher(id uint8, ref, stream string) Code {
+	if len(ref) > osiris.MaxReferenceLen {
+		return CodePreconditionFailed
+	}
+	vhost := c.vhost()
+	s, err := c.srv.broker.Stream(vhost, stream)
+	if err != nil {
+		return CodeStreamDoesNotExist
+	}
+	if err := c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, stream); err != nil {
+		return CodeAccessRefused
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mu.publishers[id]; ok {
+		return CodePreconditionFailed
+	}
+	if ref != "" {
+		for _, p := range c.mu.publishers {
+			if p.reference == ref && p.stream == stream {
+				return CodePreconditionFailed
+			}
+		}
+	}
+	c.mu.publishers[id] = &publisher{id: id, reference: ref, stream: stream, s: s}
+	return CodeOK
+}
+
+func (c *conn) handleDeletePublisher(r *reader) {
+	corr := r.u32()
+	id := r.u8()
+	if r.err != nil {
+		return
+	}
+	c.mu.Lock()
+	_, ok := c.mu.publishers[id]
+	delete(c.mu.publishers, id)
+	c.mu.Unlock()
+	code := CodeOK
+	if !ok {
+		code = CodePublisherDoesNotExist
+	}
+	c.respond(KeyDeletePublisher, corr, code)
+}
+
+func (c *conn) handleQueryPublisherSequence(r *reader) {
+	corr := r.u32()
+	ref := r.string()
+	stream := r.string()
+	if r.err != nil {
+		return
+	}
+	code, seq := CodeOK, uint64(0)
+	if s, err := c.srv.broker.Stream(c.vhost(), stream); err != nil {
+		code = CodeStreamDoesNotExist
+	} else {
+		seq = s.PublisherSequence(ref)
+	}
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, KeyQueryPublisherSequence, corr, code)
+		b = appendU64(b, seq)
+		return endFrame(b, start)
+	})
+}
+
+// publishedID is one message's publishing id and, on error, its code.
+type publishedID struct {
+	id   uint64
+	code Code
+}
+
+// handlePublish parses a Publish frame (v1, or v2 with filter values),
+// hands its valid entries to the stream as one batch, and answers with
+// PublishConfirm once they are durable, or PublishError. body stays
+// referenced by the batch until it is confirmed.
+func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
+	pubID := r.u8()
+	n := r.count(8 + 4)
+	if r.err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	p := c.mu.publishers[pubID]
+	c.mu.Unlock()
+	msgs := make([]osiris.Message, 0, n)
+	var failed []publishedID
+	for i := 0; i < n && r.err == nil; i++ {
+		id := r.u64()
+		var filter []byte
+		if version >= 2 {
+			if f, ok := r.stringBytes(); ok {
+				filter = f
+			}
+		}
+		if r.err != nil {
+			break
+		}
+		e, rest, err := segment.ParseEntry(r.b)
+		if err != nil {
+			// An invalid entry desynchronises the rest of the frame: refuse
+			// it and everything after it, as RabbitMQ does.
+			if errors.Is(err, segment.ErrInvalidEntry) && len(r.b) >= 4 {
+				failed = append(failed, publishedID{id, CodePreconditionFailed})
+				r.b = nil
+				break
+			}
+			r.fail("entry")
+			break
+		}
+		r.b = rest
+		if version >= 2 && filter != nil && e.SubBatch {
+			failed = append(failed, publishedID{id, CodePreconditionFailed})
+			continue
+		}
+		msgs = append(msgs, osiris.Message{Entry: e.Raw, Filter: filter, PublishingID: id})
+	}
+	if r.err != nil {
+		return nil
+	}
+	if p == nil {
+		for _, m := range msgs {
+			failed = append(failed, publishedID{m.PublishingID, CodePublisherDoesNotExist})
+		}
+		msgs = nil
+	}
+	if len(failed) > 0 {
+		c.publishErrors(pubID, failed)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	c.takePublishCredits(len(msgs))
+	b := &osiris.Batch{Producer: p.reference, Messages: msgs}
+	b.Done = func(res osiris.Result) {
+		_ = body // the entries alias body until now
+		if res.Err != nil {
+			errs := make([]publishedID, len(msgs))
+			for i, m := range msgs {
+				errs[i] = publishedID{m.PublishingID, CodeInternalError}
+			}
+			if errors.Is(res.Err, osiris.ErrClosed) {
+				for i := range errs {
+					errs[i].code = CodeStreamNotAvailable
+				}
+			}
+			c.publishErrors(pubID, errs)
+		} else {
+			c.out.frame(func(b []byte) []byte {
+				b, start := beginFrame(b, KeyPublishConfirm, 1)
+				b = append(b, pubID)
+				b = appendU32(b, uint32(len(msgs)))
+				for _, m := range msgs {
+					b = appendU64(b, m.PublishingID)
+				}
+				return endFrame(b, start)
+			})
+		}
+		c.returnPublishCredits(len(msgs))
+	}
+	if err := p.s.Submit(b); err != nil {
+		b.Done(osiris.Result{Err: err})
+	}
+	return nil
+}
+
+func (c *conn) publishErrors(pubID uint8, errs []publishedID) {
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyPublishError, 1)
+		b = append(b, pubID)
+		b = appendU32(b, uint32(len(errs)))
+		for _, e := range errs {
+			b = appendU64(b, e.id)
+			b = appendU16(b, uint16(e.code))
+		}
+		return endFrame(b, start)
+	})
+}
