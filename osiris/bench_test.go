@@ -1,0 +1,175 @@
+package osiris
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warren-mq/warren/segment"
+)
+
+// benchWindow is how many batches one appender keeps in flight, so that
+// the writer always finds work queued and group commit has batches to
+// take together.
+const benchWindow = 64
+
+// BenchmarkStreamAppend measures appending through Submit. An op is one
+// message.
+func BenchmarkStreamAppend(b *testing.B) {
+	type params struct {
+		size, batch, appenders int
+		fsync                  FsyncPolicy
+		window                 int // batches in flight per appender
+	}
+	var cases []params
+	for _, size := range []int{100, 1 << 10} {
+		for _, batch := range []int{1, 100, 1000} {
+			for _, appenders := range []int{1, 8} {
+				cases = append(cases, params{size, batch, appenders, FsyncNone, benchWindow})
+			}
+		}
+	}
+	// Group commit amortising fsync: many batches share each sync. With
+	// one batch in flight every batch pays for its own sync.
+	cases = append(cases,
+		params{1 << 10, 100, 8, FsyncAlways, benchWindow},
+		params{1 << 10, 100, 1, FsyncAlways, 1})
+	for _, p := range cases {
+		name := fmt.Sprintf("size=%d/batch=%d/appenders=%d/fsync=%s", p.size, p.batch, p.appenders, p.fsync)
+		if p.window != benchWindow {
+			name += fmt.Sprintf("/window=%d", p.window)
+		}
+		b.Run(name, func(b *testing.B) { benchAppend(b, p.size, p.batch, p.appenders, p.window, p.fsync) })
+	}
+}
+
+// benchAppend appends b.N messages of size bytes in batches of batch from
+// appenders goroutines, each with window batches in flight.
+func benchAppend(b *testing.B, size, batch, appenders, window int, fsync FsyncPolicy) {
+	s, err := Create(b.TempDir(), Config{Fsync: fsync}, Options{RetentionInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	entry := segment.AppendSimpleEntry(nil, bytes.Repeat([]byte{'m'}, size))
+	msgs := make([]Message, batch)
+	for i := range msgs {
+		msgs[i] = Message{Entry: entry}
+	}
+	var remaining atomic.Int64 // messages not yet submitted
+	remaining.Store(int64(b.N))
+	take := func() int {
+		for {
+			r := remaining.Load()
+			if r <= 0 {
+				return 0
+			}
+			n := min(r, int64(batch))
+			if remaining.CompareAndSwap(r, r-n) {
+				return int(n)
+			}
+		}
+	}
+	var failure atomic.Pointer[error]
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range appenders {
+		wg.Go(func() {
+			slots := make(chan struct{}, window)
+			var inflight sync.WaitGroup
+			for n := take(); n > 0; n = take() {
+				slots <- struct{}{}
+				inflight.Add(1)
+				err := s.Submit(&Batch{Messages: msgs[:n], Done: func(r Result) {
+					if r.Err != nil {
+						failure.CompareAndSwap(nil, &r.Err)
+					}
+					<-slots
+					inflight.Done()
+				}})
+				if err != nil {
+					failure.CompareAndSwap(nil, &err)
+					inflight.Done()
+					break
+				}
+			}
+			inflight.Wait()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failure.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	// Each roll wrote a tracking snapshot, which takes an offset too.
+	if st := s.Stats(); st.NextOffset != uint64(b.N+st.Segments-1) {
+		b.Fatalf("next offset %d after %d messages in %d segments", st.NextOffset, b.N, st.Segments)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N)/float64(batch)/elapsed.Seconds(), "batches/s")
+}
+
+// BenchmarkStreamRead measures a sequential read of the whole stream
+// through Reader.TryNext and Chunk.ReadData. An op is one pass over
+// the stream's chunks.
+func BenchmarkStreamRead(b *testing.B) {
+	const chunks, perChunk = 1000, 100
+	for _, size := range []int{100, 1 << 10} {
+		b.Run(fmt.Sprintf("chunks=%d/records=%d/size=%d", chunks, perChunk, size), func(b *testing.B) {
+			s, err := Create(b.TempDir(), Config{}, Options{RetentionInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			msgs := make([]Message, perChunk)
+			for i := range msgs {
+				msgs[i] = Message{Entry: segment.AppendSimpleEntry(nil, bytes.Repeat([]byte{'r'}, size))}
+			}
+			for range chunks {
+				// One Append is one writer cycle: one chunk.
+				if _, err := s.Append(context.Background(), "", msgs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if st := s.Stats(); st.LastChunkID != (chunks-1)*perChunk {
+				b.Fatalf("stats %+v: want %d chunks of %d records", st, chunks, perChunk)
+			}
+			var buf []byte
+			b.SetBytes(int64(chunks * perChunk * (4 + size)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := s.NewReader(First(), ReaderOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					c, ok, err := r.TryNext()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !ok {
+						break
+					}
+					if buf, err = c.ReadData(buf); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				r.Close()
+				if n != chunks {
+					b.Fatalf("read %d chunks, want %d", n, chunks)
+				}
+			}
+			b.ReportMetric(float64(b.N*chunks)/b.Elapsed().Seconds(), "chunks/s")
+		})
+	}
+}
