@@ -247,14 +247,15 @@ func (b *Builder) DataLen() int { return len(b.buf) - b.dataStart }
 func (b *Builder) NextOffset() uint64 { return b.chunkID + uint64(b.numRecords) }
 
 // AddEntry appends one encoded entry (simple or sub-batch) holding records
-// records. filter is the entry's filter value; nil means unfiltered. A
-// filter value is only recorded when the builder has a Bloom size.
+// records. filter is the entry's filter value; nil or empty means
+// unfiltered. A filter value is only recorded when the builder has a Bloom
+// size.
 func (b *Builder) AddEntry(entry []byte, records uint32, filter []byte) error {
 	if b.numEntries == MaxChunkEntries {
 		return ErrChunkFull
 	}
 	if b.bloomSize > 0 {
-		if filter != nil && !b.bloomOn {
+		if len(filter) > 0 && !b.bloomOn {
 			// Reserve the Bloom bytes before the data, moving any data
 			// already added. Rare: usually the first entry decides.
 			n := len(b.buf)

@@ -80,17 +80,28 @@ func Decompress(dst []byte, c Compression, data []byte, uncompressed uint32) ([]
 	}
 	start := len(dst)
 	dst = grow(dst, int(uncompressed)+1)
-	n, err := io.ReadFull(r, dst[start:start+int(uncompressed)+1])
-	dst = dst[:start+n]
-	switch {
-	case err == nil:
-		return dst, fmt.Errorf("decompress %v: more than %d bytes: %w", c, uncompressed, ErrInvalidEntry)
-	case err != io.ErrUnexpectedEOF && err != io.EOF:
-		return dst, fmt.Errorf("decompress %v: %v: %w", c, err, ErrInvalidEntry)
-	case n != int(uncompressed):
-		return dst, fmt.Errorf("decompress %v: %d bytes, header says %d: %w", c, n, uncompressed, ErrInvalidEntry)
+	n, err := io.ReadFull(r, dst[start:start+int(uncompressed)])
+	if err == nil {
+		// All declared bytes are there. The stream must end now, after its
+		// trailer: a decoder's own io.ErrUnexpectedEOF (a truncated
+		// checksum or end mark) is an error, not the end.
+		var m int
+		m, err = io.ReadFull(r, dst[start+n:start+n+1])
+		n += m
+		dst = dst[:start+n]
+		switch err {
+		case nil:
+			return dst, fmt.Errorf("decompress %v: more than %d bytes: %w", c, uncompressed, ErrInvalidEntry)
+		case io.EOF:
+			return dst, nil
+		}
+		return dst, fmt.Errorf("decompress %v: after %d bytes: %v: %w", c, n, err, ErrInvalidEntry)
 	}
-	return dst, nil
+	dst = dst[:start+n]
+	if err != io.ErrUnexpectedEOF && err != io.EOF {
+		return dst, fmt.Errorf("decompress %v: %v: %w", c, err, ErrInvalidEntry)
+	}
+	return dst, fmt.Errorf("decompress %v: %d bytes, header says %d: %w", c, n, uncompressed, ErrInvalidEntry)
 }
 
 // grow extends b by n bytes of length, reusing capacity when it can.

@@ -55,6 +55,9 @@ func (s *Segment) recover(rec *Recovery) error {
 	if s.idx, err = os.OpenFile(s.idxPath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return fmt.Errorf("segment open %s: %w", s.idxPath, err)
 	}
+	if st, err := s.idx.Stat(); err == nil && st.Size() < FileHeaderSize {
+		rec.IndexRebuilt = true // missing, or torn before its header
+	}
 	idxSize, err := checkFileHeader(s.idx, indexMagic)
 	if err != nil {
 		// A torn or foreign index is rebuilt from the segment.
@@ -171,7 +174,7 @@ func (s *Segment) scanTail(segSize int64, rec *Recovery) error {
 			if len(hdrs) > 0 {
 				prev = hdrs[len(hdrs)-1]
 			}
-			if h.ChunkID != prev.NextOffset() || h.Timestamp < prev.Timestamp {
+			if h.ChunkID != prev.NextOffset() {
 				break
 			}
 		}

@@ -157,8 +157,11 @@ func (s *Segment) Sync() error {
 	return nil
 }
 
-// Close closes the files.
+// Close closes the files. Later writes return ErrClosed.
 func (s *Segment) Close() error {
+	if s.werr == nil {
+		s.werr = fmt.Errorf("segment %s: %w", s.segPath, ErrClosed)
+	}
 	err1 := s.seg.Close()
 	err2 := s.idx.Close()
 	return errors.Join(err1, err2)
