@@ -167,8 +167,8 @@ func (s *Segment) Close() error {
 	return errors.Join(err1, err2)
 }
 
-// Remove closes and deletes the segment's files. Readers holding the file
-// keep reading what it had.
+// Remove closes and deletes the segment's files. (osiris unlinks files
+// itself while readers still hold them open; see its segRef.)
 func (s *Segment) Remove() error {
 	s.Close()
 	err1 := os.Remove(s.segPath)
