@@ -146,19 +146,29 @@ func (c *conn) readLoop() error {
 		default:
 			c.nc.SetReadDeadline(time.Time{})
 		}
-		hdr, err := c.br.Peek(6)
+		hdr, err := c.br.Peek(4)
 		if err != nil {
 			return err
 		}
 		size := binary.BigEndian.Uint32(hdr)
-		key := Key(binary.BigEndian.Uint16(hdr[4:]))
-		if c.frameMax != 0 && size > c.frameMax || size < 4 {
-			if c.state == stateNew || size < 4 {
+		if size < 4 {
+			// Too short to hold a key and version: unparsable.
+			if c.state == stateOpen {
+				c.closeWith(CodeUnknownFrame, "unknown frame")
+			}
+			return fmt.Errorf("frame of %d bytes: %w", size, errCloseConn)
+		}
+		if c.frameMax != 0 && size > c.frameMax {
+			if c.state == stateNew {
 				return fmt.Errorf("frame of %d bytes before authentication: %w", size, errCloseConn)
 			}
 			c.closeWith(CodeFrameTooLarge, "frame too large")
 			return errCloseConn
 		}
+		if hdr, err = c.br.Peek(6); err != nil {
+			return err
+		}
+		key := Key(binary.BigEndian.Uint16(hdr[4:]))
 		var body []byte
 		if key == KeyPublish {
 			body = make([]byte, size) // owned by the batch until it is confirmed

@@ -18,11 +18,14 @@ type subscription struct {
 	stream string
 	s      *osiris.Stream
 	reader *osiris.Reader
-	credit atomic.Int32
-	signal chan struct{} // cap 1: credit arrived
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	// deliverV2 is fixed when the subscription starts: the reader
+	// goroutine owns conn.deliverV2.
+	deliverV2 bool
+	credit    atomic.Int32
+	signal    chan struct{} // cap 1: credit arrived
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 // stop cancels the subscription and waits for its goroutine.
@@ -119,7 +122,8 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 		}
 		return CodeInternalError
 	}
-	sub := &subscription{id: id, stream: stream, s: s, reader: rd, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	sub := &subscription{id: id, stream: stream, s: s, reader: rd, deliverV2: c.deliverV2,
+		signal: make(chan struct{}, 1), done: make(chan struct{})}
 	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
 	sub.credit.Store(int32(credit))
 	c.mu.subs[id] = sub
@@ -154,7 +158,7 @@ func (s *subscription) run(c *conn) {
 		}
 		s.credit.Add(-1)
 		h := ch.Header
-		v2 := c.deliverV2
+		v2 := s.deliverV2
 		var committed uint64
 		if v2 {
 			committed = uint64(max(s.s.CommittedChunkID(), 0))

@@ -1,6 +1,7 @@
 package streamproto
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/warren-mq/warren/osiris"
@@ -80,8 +81,11 @@ func (c *conn) handleQueryPublisherSequence(r *reader) {
 		return
 	}
 	code, seq := CodeOK, uint64(0)
-	if s, err := c.srv.broker.Stream(c.vhost(), stream); err != nil {
+	vhost := c.vhost()
+	if s, err := c.srv.broker.Stream(vhost, stream); err != nil {
 		code = CodeStreamDoesNotExist
+	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil {
+		code = CodeAccessRefused
 	} else {
 		seq = s.PublisherSequence(ref)
 	}
@@ -126,14 +130,21 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		}
 		e, rest, err := segment.ParseEntry(r.b)
 		if err != nil {
-			// An invalid entry desynchronises the rest of the frame: refuse
-			// it and everything after it, as RabbitMQ does.
-			if errors.Is(err, segment.ErrInvalidEntry) && len(r.b) >= 4 {
-				failed = append(failed, publishedID{id, CodePreconditionFailed})
-				r.b = nil
+			if !skipEntry(r) {
 				break
 			}
-			r.fail("entry")
+			// As RabbitMQ does: refuse the invalid entry and every entry
+			// after it in the frame.
+			failed = append(failed, publishedID{id, CodePreconditionFailed})
+			for i++; i < n && r.err == nil; i++ {
+				id := r.u64()
+				if version >= 2 {
+					r.stringBytes()
+				}
+				if r.err == nil && skipEntry(r) {
+					failed = append(failed, publishedID{id, CodePreconditionFailed})
+				}
+			}
 			break
 		}
 		r.b = rest
@@ -203,4 +214,30 @@ func (c *conn) publishErrors(pubID uint8, errs []publishedID) {
 		}
 		return endFrame(b, start)
 	})
+}
+
+// skipEntry moves r past one entry whose framing is intact but whose
+// contents may be invalid, using only its length fields. It fails r when
+// even the framing does not fit.
+func skipEntry(r *reader) bool {
+	if len(r.b) < 4 {
+		r.fail("entry")
+		return false
+	}
+	var n uint64
+	if r.b[0]&0x80 == 0 {
+		n = 4 + uint64(binary.BigEndian.Uint32(r.b))
+	} else {
+		if len(r.b) < 11 {
+			r.fail("sub-batch entry")
+			return false
+		}
+		n = 11 + uint64(binary.BigEndian.Uint32(r.b[7:]))
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("entry")
+		return false
+	}
+	r.b = r.b[n:]
+	return true
 }
