@@ -40,6 +40,7 @@ type Broker struct {
 	opts     Options
 	cat      *catalog
 	loopback map[string]bool
+	ssMu     sync.Mutex // serialises super stream creation and deletion
 
 	mu struct {
 		sync.Mutex
@@ -174,6 +175,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		if err := b.DeleteStream(name, n); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
+	}
+	if err := b.cat.deletePrefix(superStreamKey(name, "")); err != nil {
+		return err
 	}
 	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
 		return err
