@@ -231,10 +231,14 @@ func (c *conn) dispatch(body []byte) error {
 		c.handleStreamStats(&r)
 	case KeyResolveOffsetSpec:
 		c.handleResolveOffsetSpec(&r)
-	case KeyRoute, KeyPartitions:
-		c.handleSuperStreamQuery(key, &r)
-	case KeyCreateSuperStream, KeyDeleteSuperStream:
-		c.handleSuperStreamChange(key, &r)
+	case KeyRoute:
+		c.handleRoute(&r)
+	case KeyPartitions:
+		c.handlePartitions(&r)
+	case KeyCreateSuperStream:
+		c.handleCreateSuperStream(&r)
+	case KeyDeleteSuperStream:
+		c.handleDeleteSuperStream(&r)
 	case KeyConsumerUpdate | responseBit:
 		// Single active consumer is not offered; nothing to do with a reply.
 	case KeyClose:

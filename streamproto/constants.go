@@ -116,4 +116,8 @@ var serverCommandVersions = [][3]uint16{
 	{uint16(KeyExchangeCommandVersions), 1, 1},
 	{uint16(KeyStreamStats), 1, 1},
 	{uint16(KeyResolveOffsetSpec), 1, 1},
+	{uint16(KeyRoute), 1, 1},
+	{uint16(KeyPartitions), 1, 1},
+	{uint16(KeyCreateSuperStream), 1, 1},
+	{uint16(KeyDeleteSuperStream), 1, 1},
 }

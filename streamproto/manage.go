@@ -214,41 +214,131 @@ func (c *conn) handleResolveOffsetSpec(r *reader) {
 	})
 }
 
-// handleSuperStreamQuery answers Route and Partitions. Super streams are
-// not implemented yet, so no super stream exists.
-func (c *conn) handleSuperStreamQuery(key Key, r *reader) {
+// handleRoute answers which partitions of a super stream a routing key
+// goes to (exact binding-key match); no match is OK with an empty list.
+func (c *conn) handleRoute(r *reader) {
 	corr := r.u32()
-	r.string()
-	if key == KeyRoute {
-		r.string()
-	}
+	key := r.string()
+	name := r.string()
 	if r.err != nil {
 		return
 	}
+	vhost := c.vhost()
+	code := CodeOK
+	var streams []string
+	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
+		code = CodeStreamDoesNotExist
+	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil {
+		code = CodeAccessRefused
+	} else {
+		streams = def.Route(key)
+		for _, s := range streams {
+			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, s) != nil {
+				code, streams = CodeAccessRefused, nil
+				break
+			}
+		}
+	}
+	c.respondStrings(KeyRoute, corr, code, streams)
+}
+
+// handlePartitions answers a super stream's partitions in partition order.
+func (c *conn) handlePartitions(r *reader) {
+	corr := r.u32()
+	name := r.string()
+	if r.err != nil {
+		return
+	}
+	vhost := c.vhost()
+	code := CodeOK
+	var streams []string
+	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
+		code = CodeStreamDoesNotExist
+	} else {
+		streams = def.Partitions
+		for _, s := range append([]string{name}, streams...) {
+			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, s) != nil &&
+				c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, s) != nil {
+				code, streams = CodeAccessRefused, nil
+				break
+			}
+		}
+	}
+	c.respondStrings(KeyPartitions, corr, code, streams)
+}
+
+// respondStrings queues a response with a code and a string array.
+func (c *conn) respondStrings(key Key, corr uint32, code Code, list []string) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, key, corr, CodeStreamDoesNotExist)
-		b = appendU32(b, 0)
+		b, start := beginResponse(b, key, corr, code)
+		b = appendU32(b, uint32(len(list)))
+		for _, s := range list {
+			b = appendString(b, s)
+		}
 		return endFrame(b, start)
 	})
 }
 
-// handleSuperStreamChange answers CreateSuperStream and DeleteSuperStream,
-// which are not implemented yet.
-func (c *conn) handleSuperStreamChange(key Key, r *reader) {
+func (c *conn) handleCreateSuperStream(r *reader) {
 	corr := r.u32()
 	name := r.string()
-	if key == KeyCreateSuperStream {
-		r.stringArray()
-		r.stringArray()
-		r.stringMap()
-	}
+	partitions := r.stringArray()
+	keys := r.stringArray()
+	args := r.stringMap()
 	if r.err != nil {
 		return
 	}
-	code := CodePreconditionFailed
-	if key == KeyDeleteSuperStream {
-		code = CodeStreamDoesNotExist
+	vhost := c.vhost()
+	code := CodeOK
+	allowed := c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, name) == nil &&
+		c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) == nil
+	for _, p := range partitions {
+		allowed = allowed && c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, p) == nil &&
+			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, p) == nil
 	}
-	c.log.Info("super streams are not supported yet", "name", name)
-	c.respond(key, corr, code)
+	if !allowed {
+		code = CodeAccessRefused
+	} else if err := c.srv.broker.CreateSuperStream(vhost, name, partitions, keys, args); err != nil {
+		switch {
+		case errors.Is(err, queues.ErrExists):
+			code = CodeStreamAlreadyExists
+		case errors.Is(err, queues.ErrInvalidArgument):
+			code = CodePreconditionFailed
+		default:
+			c.log.Error("create super stream", "name", name, "err", err)
+			code = CodeInternalError
+		}
+	}
+	c.respond(KeyCreateSuperStream, corr, code)
+}
+
+func (c *conn) handleDeleteSuperStream(r *reader) {
+	corr := r.u32()
+	name := r.string()
+	if r.err != nil {
+		return
+	}
+	vhost := c.vhost()
+	code := CodeOK
+	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
+		code = CodeStreamDoesNotExist
+	} else {
+		for _, s := range append([]string{name}, def.Partitions...) {
+			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, s) != nil {
+				code = CodeAccessRefused
+				break
+			}
+		}
+		if code == CodeOK {
+			if err := c.srv.broker.DeleteSuperStream(vhost, name); err != nil {
+				if errors.Is(err, queues.ErrNotFound) {
+					code = CodeStreamDoesNotExist
+				} else {
+					c.log.Error("delete super stream", "name", name, "err", err)
+					code = CodeInternalError
+				}
+			}
+		}
+	}
+	c.respond(KeyDeleteSuperStream, corr, code)
 }
