@@ -151,6 +151,9 @@ func Records(data []byte, scratch []byte, fn func(record []byte) bool) ([]byte, 
 			continue
 		}
 		plain := e.Data
+		if e.Compression == CompressionNone && uint32(len(plain)) != e.Uncompressed {
+			return scratch, fmt.Errorf("sub-batch: %d bytes, header says %d: %w", len(plain), e.Uncompressed, ErrInvalidEntry)
+		}
 		if e.Compression != CompressionNone {
 			scratch, err = Decompress(scratch[:0], e.Compression, e.Data, e.Uncompressed)
 			if err != nil {

@@ -486,3 +486,16 @@ func TestDecompressLimits(t *testing.T) {
 		t.Fatalf("bomb: Decompress kept %d bytes (cap %d), want at most 1001", len(got), cap(got))
 	}
 }
+
+// Ensure Records refuses an uncompressed sub-batch whose data length
+// disagrees with its declared uncompressed size.
+func TestRecordsUncompressedLengthMismatch(t *testing.T) {
+	good := AppendSubBatch(nil, [][]byte{[]byte("ab"), []byte("cd")})
+	if _, err := Records(good, nil, func([]byte) bool { return true }); err != nil {
+		t.Fatalf("good sub-batch: %v", err)
+	}
+	bad := AppendCompressedSubBatch(nil, CompressionNone, 2, 13, good[subBatchHeaderSize:])
+	if _, err := Records(bad, nil, func([]byte) bool { return true }); !errors.Is(err, ErrInvalidEntry) {
+		t.Fatalf("uncompressed size 13 for 12 bytes: %v", err)
+	}
+}
