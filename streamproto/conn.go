@@ -119,8 +119,16 @@ func (c *conn) teardown() {
 	c.mu.subs = map[uint8]*subscription{}
 	c.mu.publishers = map[uint8]*publisher{}
 	c.mu.Unlock()
+	var members []*sacMember
 	for _, s := range subs {
 		s.stop()
+		if s.sac != nil {
+			members = append(members, s.sac)
+		}
+	}
+	if len(members) > 0 {
+		// After the deliveries stopped: the next members may start reading.
+		c.srv.sac.leave(members...)
 	}
 	c.out.close() // the writer writes what is queued (a Close, say), then exits
 	select {
@@ -240,7 +248,7 @@ func (c *conn) dispatch(body []byte) error {
 	case KeyDeleteSuperStream:
 		c.handleDeleteSuperStream(&r)
 	case KeyConsumerUpdate | responseBit:
-		// Single active consumer is not offered; nothing to do with a reply.
+		c.handleConsumerUpdateReply(&r)
 	case KeyClose:
 		corr := r.u32()
 		r.u16()
@@ -356,8 +364,18 @@ func (c *conn) streamDeleted(vhost, name string) {
 		}
 	}
 	c.mu.Unlock()
+	var members []*sacMember
 	for _, s := range stopped {
 		s.cancel()
+		if s.sac != nil {
+			members = append(members, s.sac)
+			// Drop the stream's groups first, so that no member of them
+			// (on any connection) is activated while they empty.
+			c.srv.sac.dropStream(vhost, name, s.s)
+		}
+	}
+	if len(members) > 0 {
+		c.srv.sac.leave(members...)
 	}
 	if used {
 		c.out.frame(func(b []byte) []byte {

@@ -3,7 +3,9 @@ package streamproto
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/warren-mq/warren/osiris"
@@ -11,32 +13,122 @@ import (
 	"github.com/warren-mq/warren/segment"
 )
 
-// subscription is a consumer on this connection. Its goroutine waits for
-// credit and chunks and queues deliveries.
+// subscription is a consumer on this connection. While it delivers, a
+// delivery goroutine waits for credit and chunks and queues Deliver
+// frames. A plain subscription delivers from Subscribe until it ends; a
+// single active consumer delivers only while it is its group's active
+// member, with a new reader and goroutine for each activation.
 type subscription struct {
+	// Static after subscribe.
+	c      *conn
 	id     uint8
 	stream string
 	s      *osiris.Stream
-	reader *osiris.Reader
-	// deliverV2 is fixed when the subscription starts: the reader
-	// goroutine owns conn.deliverV2.
-	deliverV2 bool
-	credit    atomic.Int32
-	signal    chan struct{} // cap 1: credit arrived
-	ctx       context.Context
-	cancel    context.CancelFunc
-	done      chan struct{}
+	spec   osiris.OffsetSpec // the Subscribe offset spec
+	opts   osiris.ReaderOptions
+	sac    *sacMember      // nil unless single active consumer
+	ctx    context.Context // cancelled when the subscription ends
+	cancel context.CancelFunc
+
+	credit atomic.Int32
+	signal chan struct{} // cap 1: credit arrived; never closed
+	active atomic.Bool   // a delivery was started and not stopped
+
+	// mu guards del: the reader goroutine starts deliveries, and the
+	// single active consumer coordinator (any goroutine) stops them.
+	mu struct {
+		sync.Mutex
+		del *delivery
+	}
 }
 
-// stop cancels the subscription and waits for its goroutine.
+// delivery is one run of a subscription's delivery goroutine.
+type delivery struct {
+	reader *osiris.Reader // closed by the goroutine
+	// deliverV2 is fixed when the delivery starts: the reader goroutine
+	// owns conn.deliverV2.
+	deliverV2 bool
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the goroutine has exited
+}
+
+func newSubscription(c *conn, id uint8, stream string, s *osiris.Stream, spec osiris.OffsetSpec, credit uint16, props map[string]string) *subscription {
+	sub := &subscription{c: c, id: id, stream: stream, s: s, spec: spec, opts: readerOptions(props),
+		signal: make(chan struct{}, 1)}
+	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
+	sub.credit.Store(int32(credit))
+	return sub
+}
+
+// startDelivery starts a delivery goroutine over rd, which it takes over.
+// It reports false (closing rd) once the subscription has ended.
+func (s *subscription) startDelivery(rd *osiris.Reader, deliverV2 bool) bool {
+	s.mu.Lock()
+	if s.ctx.Err() != nil || s.mu.del != nil {
+		s.mu.Unlock()
+		rd.Close()
+		return false
+	}
+	d := &delivery{reader: rd, deliverV2: deliverV2, done: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancel(s.ctx)
+	s.mu.del = d
+	s.active.Store(true)
+	s.mu.Unlock()
+	go func() {
+		// done is closed after the labels are dropped: a goroutine
+		// labelled stream-sub is one that was not waited for.
+		defer close(d.done)
+		pprof.Do(context.Background(), pprof.Labels("stream-sub", s.stream), func(context.Context) {
+			s.deliver(d)
+		})
+	}()
+	return true
+}
+
+// stopDelivery stops the delivery goroutine, if any, and waits for it.
+func (s *subscription) stopDelivery() {
+	s.mu.Lock()
+	d := s.mu.del
+	s.mu.del = nil
+	s.active.Store(false)
+	s.mu.Unlock()
+	if d != nil {
+		d.cancel()
+		<-d.done
+	}
+}
+
+// stop ends the subscription and waits for its delivery goroutine.
 func (s *subscription) stop() {
 	s.cancel()
-	<-s.done
+	s.stopDelivery()
+}
+
+// consumerUpdate queues ConsumerUpdate (corr, subscription id, active).
+func (s *subscription) consumerUpdate(corr uint32, active bool) {
+	var flag byte
+	if active {
+		flag = 1
+	}
+	s.c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyConsumerUpdate, 1)
+		b = appendU32(b, corr)
+		b = append(b, s.id, flag)
+		return endFrame(b, start)
+	})
 }
 
 // offsetSpec decodes a Subscribe/ResolveOffsetSpec offset specification.
 func offsetSpec(r *reader) (osiris.OffsetSpec, bool) {
-	switch r.u16() {
+	return offsetSpecOfType(r.u16(), r)
+}
+
+// offsetSpecOfType decodes the rest of an offset specification of type
+// typ: the offset or timestamp for types 4 and 5. It reports false for an
+// unknown type (including 0, none).
+func offsetSpecOfType(typ uint16, r *reader) (osiris.OffsetSpec, bool) {
+	switch typ {
 	case offsetTypeFirst:
 		return osiris.First(), true
 	case offsetTypeLast:
@@ -92,7 +184,8 @@ func (c *conn) handleSubscribe(r *reader) {
 }
 
 // subscribe checks and starts a subscription; the OK response is queued
-// before the goroutine starts, so it precedes the first Deliver.
+// before the delivery goroutine starts (or, for a single active consumer,
+// before its first ConsumerUpdate), so it precedes the first Deliver.
 func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.OffsetSpec, credit uint16, props map[string]string) Code {
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
@@ -102,52 +195,83 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	if err := c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream); err != nil {
 		return CodeAccessRefused
 	}
-	if props["single-active-consumer"] == "true" {
-		// Single active consumer groups are not implemented yet; refusing
-		// is better than letting every member read.
+	single := props["single-active-consumer"] == "true"
+	name := props["name"]
+	if single && (name == "" || len(name) > maxSACNameLen) {
 		return CodePreconditionFailed
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if _, ok := c.mu.subs[id]; ok {
+		c.mu.Unlock()
 		return CodeSubscriptionIDExists
 	}
 	if len(c.mu.subs) >= maxSubscriptions {
+		c.mu.Unlock()
 		return CodePreconditionFailed
 	}
-	rd, err := s.NewReader(spec, readerOptions(props))
-	if err != nil {
-		if errors.Is(err, osiris.ErrClosed) {
-			return CodeStreamNotAvailable
+	sub := newSubscription(c, id, stream, s, spec, credit, props)
+	if !single {
+		defer c.mu.Unlock()
+		rd, err := s.NewReader(spec, sub.opts)
+		if err != nil {
+			sub.cancel()
+			if errors.Is(err, osiris.ErrClosed) {
+				return CodeStreamNotAvailable
+			}
+			return CodeInternalError
 		}
-		return CodeInternalError
+		c.mu.subs[id] = sub
+		c.respond(KeySubscribe, corr, CodeOK)
+		sub.startDelivery(rd, c.deliverV2)
+		return CodeOK
 	}
-	sub := &subscription{id: id, stream: stream, s: s, reader: rd, deliverV2: c.deliverV2,
-		signal: make(chan struct{}, 1), done: make(chan struct{})}
-	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
-	sub.credit.Store(int32(credit))
+	sub.sac = &sacMember{owner: c, sub: sub, id: id}
+	// A single active consumer joins its group without a reader. It is
+	// in c.mu.subs first, so a concurrent stream deletion finds it.
 	c.mu.subs[id] = sub
-	c.respond(KeySubscribe, corr, CodeOK)
-	go sub.run(c)
+	c.mu.Unlock()
+	superStream := props["super-stream"]
+	partition := -1
+	if superStream != "" {
+		partition = c.srv.broker.PartitionIndex(vhost, superStream, stream)
+	}
+	key := sacKey{vhost: vhost, stream: stream, name: name}
+	code := c.srv.sac.join(sub.sac, key, s, superStream, partition, func() {
+		c.respond(KeySubscribe, corr, CodeOK)
+	})
+	if code != CodeOK {
+		c.mu.Lock()
+		if c.mu.subs[id] == sub {
+			delete(c.mu.subs, id)
+		}
+		c.mu.Unlock()
+		sub.cancel()
+		return code
+	}
+	if sub.ctx.Err() != nil {
+		// The stream was deleted while joining; streamDeleted may have
+		// left the group before this member was in it.
+		c.srv.sac.leave(sub.sac)
+	}
 	return CodeOK
 }
 
-// run delivers chunks while there is credit, until cancelled or the
-// stream goes away.
-func (s *subscription) run(c *conn) {
-	defer close(s.done)
-	defer s.reader.Close()
+// deliver is the delivery goroutine: it sends chunks while there is
+// credit, until cancelled or the stream goes away.
+func (s *subscription) deliver(d *delivery) {
+	defer d.reader.Close()
+	c := s.c
 	for {
 		for s.credit.Load() <= 0 {
 			select {
 			case <-s.signal:
-			case <-s.ctx.Done():
+			case <-d.ctx.Done():
 				return
 			}
 		}
-		ch, err := s.reader.Next(s.ctx)
+		ch, err := d.reader.Next(d.ctx)
 		if err != nil {
-			if s.ctx.Err() == nil && !errors.Is(err, osiris.ErrClosed) {
+			if d.ctx.Err() == nil && !errors.Is(err, osiris.ErrClosed) {
 				c.log.Error("stream subscription read", "stream", s.stream, "err", err)
 			}
 			return
@@ -158,7 +282,7 @@ func (s *subscription) run(c *conn) {
 		}
 		s.credit.Add(-1)
 		h := ch.Header
-		v2 := s.deliverV2
+		v2 := d.deliverV2
 		var committed uint64
 		if v2 {
 			committed = uint64(max(s.s.CommittedChunkID(), 0))
@@ -197,12 +321,7 @@ func (c *conn) handleCredit(r *reader) {
 	sub := c.mu.subs[id]
 	c.mu.Unlock()
 	if sub == nil {
-		c.out.frame(func(b []byte) []byte {
-			b, start := beginFrame(b, KeyCredit|responseBit, 1)
-			b = appendU16(b, uint16(CodeSubscriptionIDDoesNotExist))
-			b = append(b, id)
-			return endFrame(b, start)
-		})
+		c.creditError(id, CodeSubscriptionIDDoesNotExist)
 		return
 	}
 	if credit > 0 {
@@ -212,6 +331,21 @@ func (c *conn) handleCredit(r *reader) {
 		default:
 		}
 	}
+	if sub.sac != nil && !sub.active.Load() {
+		// An inactive single active consumer keeps the credit for when
+		// it is activated, but is told it is not delivering.
+		c.creditError(id, CodePreconditionFailed)
+	}
+}
+
+// creditError queues the Credit error frame, which has no correlation id.
+func (c *conn) creditError(id uint8, code Code) {
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginFrame(b, KeyCredit|responseBit, 1)
+		b = appendU16(b, uint16(code))
+		b = append(b, id)
+		return endFrame(b, start)
+	})
 }
 
 func (c *conn) handleUnsubscribe(r *reader) {
@@ -229,7 +363,53 @@ func (c *conn) handleUnsubscribe(r *reader) {
 		return
 	}
 	sub.stop()
+	if sub.sac != nil {
+		c.srv.sac.leave(sub.sac)
+	}
 	c.respond(KeyUnsubscribe, corr, CodeOK)
+}
+
+// handleConsumerUpdateReply handles a client's answer to ConsumerUpdate:
+// corr, code, offset type and, for types 4 and 5, the offset. Answering an
+// activation, it opens the reader at that spec (type 0: the Subscribe
+// spec) and starts delivering; answering a deactivation, it lets the
+// coordinator activate the next member.
+func (c *conn) handleConsumerUpdateReply(r *reader) {
+	corr := r.u32()
+	code := Code(r.u16())
+	typ := r.u16()
+	spec, ok := offsetSpecOfType(typ, r)
+	if r.err != nil {
+		return
+	}
+	m := c.srv.sac.reply(c, corr)
+	if m == nil {
+		return
+	}
+	c.mu.Lock()
+	sub := c.mu.subs[m.id]
+	c.mu.Unlock()
+	if sub == nil || sub.sac != m {
+		return // unsubscribed meanwhile; leaving the group handles it
+	}
+	if code != CodeOK || !ok {
+		if code != CodeOK || typ != offsetTypeNone {
+			c.log.Debug("consumer update reply: using the subscribe offset", "stream", sub.stream,
+				"code", uint16(code), "offset_type", typ)
+		}
+		spec = sub.spec
+	}
+	rd, err := sub.s.NewReader(spec, sub.opts)
+	if err != nil {
+		if !errors.Is(err, osiris.ErrClosed) {
+			c.log.Error("single active consumer: open reader", "stream", sub.stream, "err", err)
+		}
+		return
+	}
+	v2 := c.deliverV2
+	if !c.srv.sac.activated(m, corr, func() { sub.startDelivery(rd, v2) }) {
+		rd.Close()
+	}
 }
 
 // subscribedTo reports whether the connection has a subscription on stream.

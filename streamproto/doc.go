@@ -40,5 +40,8 @@
 // all connection, publisher and subscription state) and a writer goroutine
 // (owns the write side; coalesces queued frames into large writes and
 // interleaves sendfile calls). Each subscription has a goroutine that
-// waits for credit and chunks and queues deliveries to the writer.
+// waits for credit and chunks and queues deliveries to the writer; a
+// single-active-consumer subscription has one only while it is the active
+// member of its group (see sac.go for the groups and the ConsumerUpdate
+// hand-over).
 package streamproto

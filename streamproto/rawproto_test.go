@@ -839,10 +839,11 @@ func TestRawSubscribeErrors(t *testing.T) {
 	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(1), CodeOK)
 	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(1), CodeSubscriptionIDDoesNotExist)
 	c.subscribe(1, "sub", 1, CodeOK) // the id is free again
-	// An unknown offset type, and single active consumer (not offered), get 0x11.
+	// An unknown offset type, and a single active consumer without a
+	// name, get 0x11.
 	c.expectCode(KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(9).u16(1), CodePreconditionFailed)
 	c.expectCode(KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(offsetTypeFirst).u16(1).
-		strMap("single-active-consumer", "true", "name", "app"), CodePreconditionFailed)
+		strMap("single-active-consumer", "true"), CodePreconditionFailed)
 }
 
 // Ensure ResolveOffsetSpec answers with offset type 4 and the offset a

@@ -25,6 +25,8 @@ type Server struct {
 	heartbeat     uint32
 	handshakeWait time.Duration
 
+	sac sacCoordinator // single active consumer groups of all connections
+
 	mu struct {
 		sync.Mutex
 		listeners map[net.Listener]struct{}
