@@ -26,17 +26,7 @@ func (c *conn) handleCreate(r *reader) {
 	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil:
 		code = CodeAccessRefused
 	default:
-		err := c.srv.broker.CreateStream(vhost, stream, args)
-		switch {
-		case err == nil:
-		case errors.Is(err, queues.ErrExists):
-			code = CodeStreamAlreadyExists
-		case errors.Is(err, queues.ErrInvalidArgument):
-			code = CodePreconditionFailed
-		default:
-			c.log.Error("create stream", "stream", stream, "err", err)
-			code = CodeInternalError
-		}
+		code = c.codeFor(c.srv.broker.CreateStream(vhost, stream, args), "create stream", stream)
 	}
 	c.respond(KeyCreate, corr, code)
 }
@@ -53,13 +43,8 @@ func (c *conn) handleDelete(r *reader) {
 		code = CodeStreamDoesNotExist
 	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil {
 		code = CodeAccessRefused
-	} else if err := c.srv.broker.DeleteStream(vhost, stream); err != nil {
-		if errors.Is(err, queues.ErrNotFound) {
-			code = CodeStreamDoesNotExist
-		} else {
-			c.log.Error("delete stream", "stream", stream, "err", err)
-			code = CodeInternalError
-		}
+	} else {
+		code = c.codeFor(c.srv.broker.DeleteStream(vhost, stream), "delete stream", stream)
 	}
 	c.respond(KeyDelete, corr, code)
 }
@@ -298,16 +283,8 @@ func (c *conn) handleCreateSuperStream(r *reader) {
 	}
 	if !allowed {
 		code = CodeAccessRefused
-	} else if err := c.srv.broker.CreateSuperStream(vhost, name, partitions, keys, args); err != nil {
-		switch {
-		case errors.Is(err, queues.ErrExists):
-			code = CodeStreamAlreadyExists
-		case errors.Is(err, queues.ErrInvalidArgument):
-			code = CodePreconditionFailed
-		default:
-			c.log.Error("create super stream", "name", name, "err", err)
-			code = CodeInternalError
-		}
+	} else {
+		code = c.codeFor(c.srv.broker.CreateSuperStream(vhost, name, partitions, keys, args), "create super stream", name)
 	}
 	c.respond(KeyCreateSuperStream, corr, code)
 }
@@ -330,15 +307,27 @@ func (c *conn) handleDeleteSuperStream(r *reader) {
 			}
 		}
 		if code == CodeOK {
-			if err := c.srv.broker.DeleteSuperStream(vhost, name); err != nil {
-				if errors.Is(err, queues.ErrNotFound) {
-					code = CodeStreamDoesNotExist
-				} else {
-					c.log.Error("delete super stream", "name", name, "err", err)
-					code = CodeInternalError
-				}
-			}
+			code = c.codeFor(c.srv.broker.DeleteSuperStream(vhost, name), "delete super stream", name)
 		}
 	}
 	c.respond(KeyDeleteSuperStream, corr, code)
+}
+
+// codeFor turns the outcome of a catalog operation into its response code;
+// unexpected errors are logged and answered as internal errors.
+func (c *conn) codeFor(err error, op, name string) Code {
+	switch {
+	case err == nil:
+		return CodeOK
+	case errors.Is(err, queues.ErrExists):
+		return CodeStreamAlreadyExists
+	case errors.Is(err, queues.ErrInvalidArgument):
+		return CodePreconditionFailed
+	case errors.Is(err, queues.ErrNotFound):
+		return CodeStreamDoesNotExist
+	case errors.Is(err, queues.ErrAccessRefused):
+		return CodeAccessRefused
+	}
+	c.log.Error(op, "name", name, "err", err)
+	return CodeInternalError
 }
