@@ -12,6 +12,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/spaolacci/murmur3"
+	"github.com/warren-mq/warren/queues"
 )
 
 // ssMessage is a message carrying its routing key as an application
@@ -242,5 +243,47 @@ func TestSuperStreamValidationAndRestart(t *testing.T) {
 	env2 := newEnv(t, tb2)
 	if parts, err := env2.QueryPartitions("kept"); err != nil || !slices.Equal(parts, []string{"kept-0", "kept-1"}) {
 		t.Fatalf("after restart %v, %v", parts, err)
+	}
+}
+
+// Ensure super stream commands check permissions on the super stream and
+// every partition.
+func TestSuperStreamPermissions(t *testing.T) {
+	tb := startBroker(t, brokerOpts{})
+	if err := tb.broker.AddUser("limited", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	// May configure and use only names starting with "mine".
+	if err := tb.broker.SetPermissions("limited", "/", queues.Permissions{Configure: "^mine", Write: "^mine", Read: "^mine"}); err != nil {
+		t.Fatal(err)
+	}
+	admin := newEnv(t, tb)
+	if err := admin.DeclareSuperStream("theirs", stream.NewPartitionsOptions(2)); err != nil {
+		t.Fatal(err)
+	}
+	env := newEnv(t, tb, func(o *stream.EnvironmentOptions) { o.SetUser("limited").SetPassword("pw") })
+	if err := env.DeclareSuperStream("mine", stream.NewPartitionsOptions(2)); err != nil {
+		t.Fatalf("allowed declare: %v", err)
+	}
+	if parts, err := env.QueryPartitions("mine"); err != nil || len(parts) != 2 {
+		t.Fatalf("own partitions %v, %v", parts, err)
+	}
+	if r, err := env.QueryRoute("mine", "1"); err != nil || !slices.Equal(r, []string{"mine-1"}) {
+		t.Fatalf("own route %v, %v", r, err)
+	}
+	if err := env.DeclareSuperStream("other", stream.NewPartitionsOptions(2)); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("declare without configure permission: %v", err)
+	}
+	if _, err := env.QueryPartitions("theirs"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("partitions without permission: %v", err)
+	}
+	if _, err := env.QueryRoute("theirs", "0"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("route without permission: %v", err)
+	}
+	if err := env.DeleteSuperStream("theirs"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("delete without permission: %v", err)
+	}
+	if parts, err := admin.QueryPartitions("theirs"); err != nil || len(parts) != 2 {
+		t.Fatalf("refused delete changed the super stream: %v, %v", parts, err)
 	}
 }

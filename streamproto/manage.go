@@ -213,16 +213,8 @@ func (c *conn) handleRoute(r *reader) {
 	var streams []string
 	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
 		code = CodeStreamDoesNotExist
-	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil {
-		code = CodeAccessRefused
-	} else {
-		streams = def.Route(key)
-		for _, s := range streams {
-			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, s) != nil {
-				code, streams = CodeAccessRefused, nil
-				break
-			}
-		}
+	} else if streams = def.Route(key); !c.allowed(vhost, queues.PermWrite, append([]string{name}, streams...)...) {
+		code, streams = CodeAccessRefused, nil
 	}
 	c.respondStrings(KeyRoute, corr, code, streams)
 }
@@ -275,12 +267,8 @@ func (c *conn) handleCreateSuperStream(r *reader) {
 	}
 	vhost := c.vhost()
 	code := CodeOK
-	allowed := c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, name) == nil &&
-		c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) == nil
-	for _, p := range partitions {
-		allowed = allowed && c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, p) == nil &&
-			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, p) == nil
-	}
+	allowed := c.allowed(vhost, queues.PermConfigure, append([]string{name}, partitions...)...) &&
+		c.allowed(vhost, queues.PermRead, name) && c.allowed(vhost, queues.PermWrite, partitions...)
 	if !allowed {
 		code = CodeAccessRefused
 	} else {
@@ -299,16 +287,10 @@ func (c *conn) handleDeleteSuperStream(r *reader) {
 	code := CodeOK
 	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
 		code = CodeStreamDoesNotExist
+	} else if !c.allowed(vhost, queues.PermConfigure, append([]string{name}, def.Partitions...)...) {
+		code = CodeAccessRefused
 	} else {
-		for _, s := range append([]string{name}, def.Partitions...) {
-			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, s) != nil {
-				code = CodeAccessRefused
-				break
-			}
-		}
-		if code == CodeOK {
-			code = c.codeFor(c.srv.broker.DeleteSuperStream(vhost, name), "delete super stream", name)
-		}
+		code = c.codeFor(c.srv.broker.DeleteSuperStream(vhost, name), "delete super stream", name)
 	}
 	c.respond(KeyDeleteSuperStream, corr, code)
 }
@@ -330,4 +312,14 @@ func (c *conn) codeFor(err error, op, name string) Code {
 	}
 	c.log.Error(op, "name", name, "err", err)
 	return CodeInternalError
+}
+
+// allowed reports whether the user has permission kind on every resource.
+func (c *conn) allowed(vhost string, kind queues.Perm, resources ...string) bool {
+	for _, r := range resources {
+		if c.srv.broker.CheckPermission(c.user, vhost, kind, r) != nil {
+			return false
+		}
+	}
+	return true
 }
