@@ -282,6 +282,15 @@ func (c *conn) respond(key Key, corr uint32, code Code) {
 	})
 }
 
+// respondU64 queues a response with a code and one u64 field.
+func (c *conn) respondU64(key Key, corr uint32, code Code, v uint64) {
+	c.out.frame(func(b []byte) []byte {
+		b, start := beginResponse(b, key, corr, code)
+		b = appendU64(b, v)
+		return endFrame(b, start)
+	})
+}
+
 // closeWith queues a server-initiated Close.
 func (c *conn) closeWith(code Code, reason string) {
 	c.closing = true

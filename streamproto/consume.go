@@ -469,9 +469,5 @@ func (c *conn) handleQueryOffset(r *reader) {
 			code = CodeNoOffset
 		}
 	}
-	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyQueryOffset, corr, code)
-		b = appendU64(b, offset)
-		return endFrame(b, start)
-	})
+	c.respondU64(KeyQueryOffset, corr, code, offset)
 }

@@ -89,11 +89,7 @@ func (c *conn) handleQueryPublisherSequence(r *reader) {
 	} else {
 		seq = s.PublisherSequence(ref)
 	}
-	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyQueryPublisherSequence, corr, code)
-		b = appendU64(b, seq)
-		return endFrame(b, start)
-	})
+	c.respondU64(KeyQueryPublisherSequence, corr, code, seq)
 }
 
 // publishedID is one message's publishing id and, on error, its code.
