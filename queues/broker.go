@@ -86,6 +86,14 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	if err := b.openTopology(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.openQueues(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -133,7 +141,7 @@ func (b *Broker) Close() error {
 	streams := b.mu.streams
 	b.mu.streams = map[streamName]*osiris.Stream{}
 	b.mu.Unlock()
-	var errs []error
+	errs := []error{b.closeQueues()}
 	for _, s := range streams {
 		errs = append(errs, s.Close())
 	}
