@@ -1,0 +1,90 @@
+package queues
+
+import (
+	"bytes"
+	"encoding/gob"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Arguments (of queues, exchanges, bindings and consumers) are AMQP field
+// tables: map[string]any with the Go types of the AMQP front end's table
+// codec (bool, int8 … int64, uint8 … uint32, float32, float64, string,
+// []byte, []any, map[string]any, time.Time, nil, and front-end types
+// registered with RegisterArgType). The catalog keeps them with their
+// types, since equivalence checks compare types as RabbitMQ does.
+
+var registerOnce sync.Once
+
+func registerArgTypes() {
+	registerOnce.Do(func() {
+		gob.Register([]any(nil))
+		gob.Register(map[string]any(nil))
+		gob.Register(time.Time{})
+	})
+}
+
+// RegisterArgType registers a front-end value type (e.g. the AMQP decimal)
+// that may appear in arguments, so that the catalog can persist it. The
+// type's name must stay stable: it is written to disk.
+func RegisterArgType(v any) {
+	registerArgTypes()
+	gob.Register(v)
+}
+
+type argsRecord struct{ Args map[string]any }
+
+// encodeArgs encodes an argument table for the catalog.
+func encodeArgs(args map[string]any) ([]byte, error) {
+	registerArgTypes()
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(argsRecord{normalizeArgs(args)}); err != nil {
+		return nil, fmt.Errorf("queues: encode arguments: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeArgs decodes what encodeArgs wrote.
+func decodeArgs(b []byte) (map[string]any, error) {
+	registerArgTypes()
+	var r argsRecord
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("queues: decode arguments: %w", err)
+	}
+	return r.Args, nil
+}
+
+// normalizeArgs converts named table types (type Table map[string]any) to
+// plain maps, recursively, so that gob needs no front-end registration for
+// them.
+func normalizeArgs(args map[string]any) map[string]any {
+	if args == nil {
+		return nil
+	}
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		out[k] = normalizeValue(v)
+	}
+	return out
+}
+
+func normalizeValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return normalizeArgs(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalizeValue(e)
+		}
+		return out
+	}
+	if m, ok := asMap(v); ok {
+		return normalizeArgs(m)
+	}
+	return v
+}
