@@ -1,0 +1,91 @@
+// Package wire is the AMQP 0-9-1 wire codec, as RabbitMQ 4.x speaks it:
+// frames, methods, field tables and content properties. It does no I/O
+// beyond FrameReader and keeps no state; the connection logic is in the
+// AMQP front end.
+//
+// Integers are big-endian. A shortstr is a u8 length and at most 255
+// bytes; a longstr is a u32 length and bytes. The method structs and
+// their codecs are generated from the 0-9-1 XML (spec/, see
+// internal/gen); the rest is written by hand. spec/amqp0-9-1.extended.xml
+// is rabbitmq/amqp091-go's spec/amqp0-9-1.stripped.extended.xml as of
+// v1.14.0 (commit 28da80de), unmodified; spec/amqp0-9-1.access.xml adds
+// the access class that RabbitMQ still implements.
+//
+// # Frames
+//
+// A client opens with the 8-byte protocol header "AMQP" 0 0 9 1. Then
+// both sides exchange frames:
+//
+//	+---------+-------------+----------+------------------+----------+
+//	| type u8 | channel u16 | size u32 | payload (size)   | end 0xCE |
+//	+---------+-------------+----------+------------------+----------+
+//	  type: 1 method, 2 content header, 3 content body, 8 heartbeat
+//	  overhead 8 bytes; frame_max counts the whole frame
+//
+// A method payload is the class and method ids and the arguments in XML
+// order; consecutive bit arguments share one octet, the first in the
+// least significant bit:
+//
+//	+--------------+---------------+-----------------------------+
+//	| class-id u16 | method-id u16 | arguments ...               |
+//	+--------------+---------------+-----------------------------+
+//	  queue.declare: 0x0032 0x000A ticket u16, queue shortstr,
+//	  bits (passive 0x01 durable 0x02 exclusive 0x04 auto-delete 0x08
+//	  no-wait 0x10), arguments table
+//
+// A content method (basic.publish, basic.return, basic.deliver,
+// basic.get-ok) is followed on its channel by one content header frame
+// and as many body frames as the body needs (none for an empty body),
+// each payload at most frame_max-8 bytes.
+//
+// # Content header
+//
+//	+--------------+------------+---------------+-----------+----------------+
+//	| class-id u16 | weight u16 | body-size u64 | flags u16 | values ...     |
+//	+--------------+------------+---------------+-----------+----------------+
+//	  60 (basic)     0                            one bit per property, from
+//	                                              0x8000 down; values of the
+//	                                              set bits in that order
+//
+//	0x8000 content-type shortstr    0x0100 expiration shortstr
+//	0x4000 content-encoding short.  0x0080 message-id shortstr
+//	0x2000 headers table            0x0040 timestamp u64 seconds
+//	0x1000 delivery-mode octet      0x0020 type shortstr
+//	0x0800 priority octet           0x0010 user-id shortstr
+//	0x0400 correlation-id shortstr  0x0008 app-id shortstr
+//	0x0200 reply-to shortstr        0x0004 cluster-id shortstr
+//	bits 1-0 (continuation) are ignored, as RabbitMQ does
+//
+// # Field tables
+//
+// A table is a u32 byte length and entries; an array is a u32 byte length
+// and values without keys:
+//
+//	table: +------------+------------------+-------+-----------+----
+//	       | length u32 | key (shortstr)   | tag u8| value     | ...
+//	       +------------+------------------+-------+-----------+----
+//	array: +------------+-------+-----------+-------+-----------+----
+//	       | length u32 | tag u8| value     | tag u8| value     | ...
+//	       +------------+-------+-----------+-------+-----------+----
+//
+//	t bool (u8)   b int8   B uint8   s int16   u uint16   I int32
+//	i uint32      l int64  L int64 (read only)  f float32  d float64
+//	D decimal (scale u8, value u32)  S longstr  x bytes (u32 length)
+//	A array       F table  T timestamp (u64 seconds)  V void (no value)
+//
+// These are RabbitMQ's tags (the 0-9-1 errata), not the 0-9-1 grammar's.
+// AppendTable writes keys in ascending order, which is also how
+// RabbitMQ 4.x delivers headers.
+//
+// # Errors
+//
+// Decoders are strict and bounded: every length is checked against the
+// bytes present (or, for frames, against the limit) before anything is
+// allocated, and missing or trailing bytes are errors. Decoding errors
+// wrap ErrMalformed (the server answers 501 FRAME_ERROR), unknown method
+// ids give an *UnknownMethodError wrapping ErrUnknownMethod, framing
+// violations are a *FramingError carrying the reply code, and values
+// that cannot be encoded wrap ErrFieldType.
+package wire
+
+//go:generate go run ./internal/gen
