@@ -1,0 +1,318 @@
+package queues
+
+import (
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Headers exchange matching, as rabbit_exchange_type_headers does it in
+// RabbitMQ 4.3:
+//
+//   - x-match is all (the default), any, all-with-x or any-with-x. The
+//     x-match argument itself never takes part; other arguments whose key
+//     starts "x-" take part only in the -with-x variants.
+//   - An argument with a void value (nil) matches when the header is
+//     present, whatever its value.
+//   - Otherwise the header's value must equal the argument's exactly, as
+//     Erlang's =:= compares the values without their AMQP types: integers
+//     of any width are equal when their values are (int8 5 = int64 5),
+//     an integer never equals a float, longstr and byte array compare by
+//     bytes; arrays and tables compare element types too. A message's
+//     timestamp header is compared in milliseconds (mc_amqpl's
+//     routing_value multiplies it by 1000) and a binding's in seconds.
+//   - all with no participating arguments matches every message; any
+//     matches none.
+
+// x-match modes.
+const (
+	xMatchAll      = "all"
+	xMatchAny      = "any"
+	xMatchAllWithX = "all-with-x"
+	xMatchAnyWithX = "any-with-x"
+)
+
+// headersMatcher is a headers binding's arguments, prepared.
+type headersMatcher struct {
+	any     bool
+	entries []headerEntry // sorted by key
+}
+
+type headerEntry struct {
+	key   string
+	idx   int32 // the key's index in the exchange's headersRouter
+	value any
+	void  bool
+}
+
+// headersRouter is a headers exchange: its bindings, tried in turn, and
+// the argument keys they use, interned so that routing hashes each
+// message header once rather than once per binding.
+type headersRouter struct {
+	all     []*binding
+	keyIdx  map[string]int32
+	keyRefs []int32 // by key index: entries using the key; 0 when free
+	free    []int32
+}
+
+// headersScratch holds a message's headers by key index during a Route
+// call (part of the pooled routing).
+type headersScratch struct {
+	gen  uint32
+	seen []uint32 // by key index: gen when the message has the key
+	vals []any    // by key index: the message's value, when seen
+	set  []int32  // indexes of vals to clear after the call
+}
+
+func (h *headersRouter) add(b *binding) {
+	for i := range b.hm.entries {
+		e := &b.hm.entries[i]
+		idx, ok := h.keyIdx[e.key]
+		if !ok {
+			if n := len(h.free); n > 0 {
+				idx = h.free[n-1]
+				h.free = h.free[:n-1]
+			} else {
+				idx = int32(len(h.keyRefs))
+				h.keyRefs = append(h.keyRefs, 0)
+			}
+			h.keyIdx[e.key] = idx
+		}
+		h.keyRefs[idx]++
+		e.idx = idx
+	}
+	h.all = append(h.all, b)
+}
+
+func (h *headersRouter) remove(b *binding) {
+	if !slices.Contains(h.all, b) {
+		return
+	}
+	h.all = removeBinding(h.all, b)
+	for _, e := range b.hm.entries {
+		if h.keyRefs[e.idx]--; h.keyRefs[e.idx] == 0 {
+			delete(h.keyIdx, e.key)
+			h.free = append(h.free, e.idx)
+		}
+	}
+}
+
+func (h *headersRouter) route(r *routing, _ []string, headers map[string]any) {
+	if len(h.all) == 0 {
+		return
+	}
+	s := &r.headers
+	s.begin(len(h.keyRefs))
+	for k, v := range headers {
+		if idx, ok := h.keyIdx[k]; ok {
+			s.seen[idx] = s.gen
+			s.vals[idx] = v
+			s.set = append(s.set, idx)
+		}
+	}
+	for _, b := range h.all {
+		if b.hm.match(s) {
+			r.hit(b)
+		}
+	}
+}
+
+// begin starts matching one message against n interned keys.
+func (s *headersScratch) begin(n int) {
+	s.gen++
+	if s.gen == 0 {
+		clear(s.seen)
+		s.gen = 1
+	}
+	s.seen = growStamps(s.seen, n)
+	if len(s.vals) < n {
+		s.vals = slices.Grow(s.vals, n-len(s.vals))[:n]
+	}
+}
+
+// release drops the references to the last message's header values.
+func (s *headersScratch) release() {
+	for _, idx := range s.set {
+		s.vals[idx] = nil
+	}
+	s.set = s.set[:0]
+}
+
+func newHeadersMatcher(args map[string]any) *headersMatcher {
+	mode, _ := args["x-match"].(string) // an invalid one is all, as in RabbitMQ
+	withX := mode == xMatchAllWithX || mode == xMatchAnyWithX
+	m := &headersMatcher{any: mode == xMatchAny || mode == xMatchAnyWithX}
+	for k, v := range args {
+		if k == "x-match" || !withX && strings.HasPrefix(k, "x-") {
+			continue
+		}
+		m.entries = append(m.entries, headerEntry{key: k, value: v, void: v == nil})
+	}
+	slices.SortFunc(m.entries, func(a, b headerEntry) int { return strings.Compare(a.key, b.key) })
+	return m
+}
+
+// match reports whether the message headers in s satisfy the binding.
+func (m *headersMatcher) match(s *headersScratch) bool {
+	if m.any {
+		for i := range m.entries {
+			e := &m.entries[i]
+			if s.seen[e.idx] == s.gen && (e.void || headerValueEqual(e.value, s.vals[e.idx])) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range m.entries {
+		e := &m.entries[i]
+		if s.seen[e.idx] != s.gen || !e.void && !headerValueEqual(e.value, s.vals[e.idx]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validateXMatch is rabbit_exchange_type_headers:validate_binding.
+func validateXMatch(args map[string]any) error {
+	v, ok := args["x-match"]
+	if !ok {
+		return nil
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return Errorf(CodePreconditionFailed, "Invalid x-match field type %s (value %s); expected longstr",
+			fieldType(v), termText(v))
+	}
+	switch s {
+	case xMatchAll, xMatchAny, xMatchAllWithX, xMatchAnyWithX:
+		return nil
+	}
+	return Errorf(CodePreconditionFailed, "Invalid x-match field value %s; expected all, any, all-with-x, or any-with-x",
+		termBinary(s))
+}
+
+// headerValueEqual compares a binding argument with a message header at
+// the top level of the headers table.
+func headerValueEqual(arg, header any) bool {
+	if t, ok := header.(time.Time); ok {
+		header = t.Unix() * 1000
+	}
+	return fieldExactEqual(arg, header)
+}
+
+// fieldExactEqual is Erlang's =:= on the values of two AMQP fields (their
+// types left out).
+func fieldExactEqual(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		switch y := b.(type) {
+		case string:
+			return x == y
+		case []byte:
+			return x == string(y)
+		}
+		return false
+	case []byte:
+		switch y := b.(type) {
+		case string:
+			return string(x) == y
+		case []byte:
+			return string(x) == string(y)
+		}
+		return false
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	case float32:
+		y, ok := fieldFloat(b)
+		return ok && math.Float64bits(float64(x)) == math.Float64bits(y)
+	case float64:
+		y, ok := fieldFloat(b)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !fieldTypedEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if x, ok := fieldInt(a); ok {
+		y, ok := fieldInt(b)
+		return ok && x == y
+	}
+	if x, ok := asMap(a); ok {
+		y, ok := asMap(b)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !fieldTypedEqual(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// fieldTypedEqual compares two AMQP fields with their types, as the elements of
+// arrays and tables are compared.
+func fieldTypedEqual(a, b any) bool {
+	return fieldType(a) == fieldType(b) && fieldExactEqual(a, b)
+}
+
+// fieldIntValue is an AMQP integer of any width (uint64 above MaxInt64 kept
+// apart).
+type fieldIntValue struct {
+	v    int64
+	high bool // v is a uint64 above math.MaxInt64, bits in v
+}
+
+// fieldInt returns an integer field's value; a timestamp is its seconds.
+func fieldInt(v any) (fieldIntValue, bool) {
+	switch x := v.(type) {
+	case int8:
+		return fieldIntValue{v: int64(x)}, true
+	case uint8:
+		return fieldIntValue{v: int64(x)}, true
+	case int16:
+		return fieldIntValue{v: int64(x)}, true
+	case uint16:
+		return fieldIntValue{v: int64(x)}, true
+	case int32:
+		return fieldIntValue{v: int64(x)}, true
+	case uint32:
+		return fieldIntValue{v: int64(x)}, true
+	case int64:
+		return fieldIntValue{v: x}, true
+	case int:
+		return fieldIntValue{v: int64(x)}, true
+	case uint:
+		return fieldIntValue{v: int64(x), high: uint64(x) > math.MaxInt64}, true
+	case uint64:
+		return fieldIntValue{v: int64(x), high: x > math.MaxInt64}, true
+	case time.Time:
+		return fieldIntValue{v: x.Unix()}, true
+	}
+	return fieldIntValue{}, false
+}
+
+func fieldFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
