@@ -41,6 +41,8 @@ type Broker struct {
 	cat      *catalog
 	loopback map[string]bool
 	ssMu     sync.Mutex // serialises super stream creation and deletion
+	topo     topoState  // exchanges and bindings (topology_state.go)
+	queues   *queueRegistry
 
 	mu struct {
 		sync.Mutex
@@ -77,6 +79,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.loopback[u] = true
 	}
 	b.mu.streams = map[streamName]*osiris.Stream{}
+	b.queues = newQueueRegistry()
 	b.mu.watchers = map[int]func(string, string){}
 	if err := b.bootstrap(); err != nil {
 		cat.close()
@@ -184,13 +187,20 @@ func (b *Broker) DeleteVHost(name string) error {
 			return err
 		}
 	}
+	if err := b.deleteVHostQueues(name); err != nil {
+		return err
+	}
 	if err := b.cat.deletePrefix(superStreamKey(name, "")); err != nil {
 		return err
 	}
 	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
 		return err
 	}
-	return b.cat.delete(vhostKey(name))
+	if err := b.cat.delete(vhostKey(name)); err != nil {
+		return err
+	}
+	b.topoVHostDeleted(name)
+	return nil
 }
 
 // VHostExists reports whether the virtual host exists.

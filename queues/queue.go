@@ -1,10 +1,42 @@
 package queues
 
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/segment"
+)
+
 // Classic queues as views over a private log (AMQP 0-9-1 queues).
 //
-// SKELETON: the signatures below are the contract between the queue code,
-// the topology code and the AMQP front end. The bodies are filled in by
-// the queue work.
+// The types below are the contract between the queue code, the topology
+// code and the AMQP front end. The queue itself is in classic*.go, the
+// log record format in queue_record.go, declare arguments in
+// queue_args.go, recovery and persisted state in queue_recover.go.
+//
+// Catalog keys of queues (see doc.go for the others):
+//
+//	q/<vhost> 0x00 <queue>    queueRecord (JSON; Args gob-encoded, see args.go)
+//	qa/<id u64 big-endian>    the queue's ack state (see queue_recover.go)
+//
+// Directories: dataDir/queues/<id> holds a durable queue's log,
+// dataDir/transient/<id> a transient queue's (wiped at Open).
+//
+// Lock order: registry.opMu → registry.mu → Queue.mu → ChannelLimit.mu;
+// Queue.get → Queue.mu; Queue.persistMu → Queue.mu; Queue.pub is a leaf.
+// No Queue.mu, get or pub is held while calling a Sink or anything that
+// waits for a log's writer (whose callbacks take Queue.mu); persistMu,
+// which only serialises persisting with close, is. registry.opMu is held
+// across the topology hooks (which take no queue lock).
 
 // Queue types.
 const (
@@ -30,7 +62,8 @@ type DeclareOptions struct {
 	Def     QueueDef // Name "" asks for a server-named queue (amq.gen-...)
 	Passive bool
 	// Owner identifies the declaring connection; exclusive queues belong
-	// to it and are refused to other owners (405).
+	// to it and are refused to other owners (405). It must be comparable
+	// (a pointer).
 	Owner any
 }
 
@@ -44,10 +77,6 @@ type Message struct {
 	Body       []byte
 	Persistent bool // delivery-mode 2
 }
-
-// EncodeRecord appends m's log record (a segment simple entry) to dst.
-// One record is shared by every queue the message is routed to.
-func EncodeRecord(dst []byte, m *Message) []byte { panic("queue: not implemented") }
 
 // Delivery is a message handed to a consumer or to basic.get. Its slices
 // are valid only during the call that receives it.
@@ -67,17 +96,12 @@ type Delivery struct {
 // Sink receives a consumer's deliveries.
 type Sink interface {
 	// Deliver is called by the queue (never with a queue lock held) for
-	// each message given to the consumer, in queue order.
+	// each message given to the consumer, in queue order. It is called
+	// from the queue's dispatcher goroutine, one call at a time per queue.
 	Deliver(d *Delivery)
 	// Cancelled is called when the queue ends the consumer itself (the
 	// queue was deleted).
 	Cancelled(q *Queue, tag string)
-}
-
-// ChannelLimit is a prefetch limit shared by the consumers of one channel
-// (basic.qos global=true). Limit 0 means unlimited.
-type ChannelLimit struct {
-	Limit int
 }
 
 // ConsumerOptions is a basic.consume.
@@ -91,34 +115,463 @@ type ConsumerOptions struct {
 	Sink      Sink
 }
 
-// Consumer is a registered consumer.
-type Consumer struct{}
+// Queue log settings.
+const (
+	// queueSegmentSize is the segment size of queue logs: small, so that
+	// settled messages are deleted soon.
+	queueSegmentSize = 8 << 20
+	// queueMaxChunkBytes bounds the chunks of queue logs, and so what a
+	// dispatcher reads and buffers at a time (a requeued message costs a
+	// read of its whole chunk).
+	queueMaxChunkBytes = 256 << 10
+	serverNamePrefix   = "amq.gen-"
+)
 
-// Queue is an open queue.
-type Queue struct{}
+// queueRegistry is a broker's set of open queues.
+type queueRegistry struct {
+	// opMu serialises declares, deletes, recovery and close. It is held
+	// across their catalog and log I/O, but not while a deleted queue
+	// drains and removes its files.
+	opMu sync.Mutex
+	mu   struct {
+		sync.Mutex
+		queues        map[streamName]*Queue
+		nextTransient uint64 // directory ids of transient queues
+	}
+	segmentSize int64 // log segment size; tests lower it before declaring
+}
+
+func newQueueRegistry() *queueRegistry {
+	r := &queueRegistry{segmentSize: queueSegmentSize}
+	r.mu.queues = map[streamName]*Queue{}
+	return r
+}
+
+// queueReg returns the broker's queue registry.
+func (b *Broker) queueReg() *queueRegistry { return b.queues }
+
+func (r *queueRegistry) get(vhost, name string) *Queue {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.queues[streamName{vhost, name}]
+}
+
+func queueKey(vhost, name string) []byte { return []byte("q/" + vhost + "\x00" + name) }
+
+func ackKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte("qa/"), id) }
+
+// queueRecord is a durable queue in the catalog.
+type queueRecord struct {
+	VHost      string `json:"vhost"`
+	Name       string `json:"name"`
+	ID         uint64 `json:"id"`
+	Type       string `json:"type"`
+	AutoDelete bool   `json:"auto_delete,omitempty"`
+	Args       []byte `json:"args,omitempty"` // encodeArgs
+}
+
+func errNoQueue(vhost, name string) *Error {
+	return Errorf(CodeNotFound, "no %s", rs("queue", name, vhost))
+}
+
+func errQueueLocked(vhost, name string) *Error {
+	return Errorf(CodeResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally "+
+		"declared on another connection or the exclusive property value does not match that of the original declaration.",
+		rs("queue", name, vhost))
+}
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,
 // exclusivity 405, reserved amq. prefix 403). It returns the queue, its
-// ready message count and consumer count.
+// ready message count and consumer count. Durable queues are in the
+// catalog when it returns.
 func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers int, err error) {
-	panic("queue: not implemented")
+	reg := b.queueReg()
+	def := o.Def
+	def.Name = strings.NewReplacer("\r", "", "\n", "").Replace(def.Name)
+	if o.Passive {
+		q := reg.get(def.VHost, def.Name)
+		if q == nil {
+			return nil, 0, 0, errNoQueue(def.VHost, def.Name)
+		}
+		if err := q.CheckOwner(o.Owner); err != nil {
+			return nil, 0, 0, err
+		}
+		m, c := q.Counts()
+		return q, m, c, nil
+	}
+	if !b.VHostExists(def.VHost) {
+		return nil, 0, 0, Errorf(CodeNotFound, "no vhost '%s'", def.VHost)
+	}
+	if def.Exclusive {
+		def.Durable = false // exclusive queues are forced transient
+	}
+	reg.opMu.Lock()
+	defer reg.opMu.Unlock()
+	serverNamed := def.Name == ""
+	if serverNamed {
+		for def.Name == "" || reg.get(def.VHost, def.Name) != nil {
+			def.Name = serverName()
+		}
+	}
+	if q := reg.get(def.VHost, def.Name); q != nil {
+		// rabbit_amqqueue:assert_equivalence: owner (strict), durable,
+		// auto_delete, arguments.
+		var want any
+		if def.Exclusive {
+			want = o.Owner
+		}
+		if q.owner != want {
+			return nil, 0, 0, errQueueLocked(def.VHost, def.Name)
+		}
+		if err := checkQueueEquivalence(q.def, def.Durable, def.AutoDelete, def.Args); err != nil {
+			return nil, 0, 0, err
+		}
+		m, c := q.Counts()
+		return q, m, c, nil
+	}
+	if !serverNamed && strings.HasPrefix(def.Name, "amq.") {
+		return nil, 0, 0, Errorf(CodeAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", def.Name)
+	}
+	if err := validateQueueArgs(def.VHost, def.Name, def.Args); err != nil {
+		return nil, 0, 0, err
+	}
+	if t := queueTypeOf(def.Args); t != QueueClassic {
+		return nil, 0, 0, Errorf(CodePreconditionFailed,
+			"cannot declare %s: queue type '%s' is not supported yet (only classic queues are)", rs("queue", def.Name, def.VHost), t)
+	}
+	def.Type = QueueClassic
+	def.Args = normalizeArgs(def.Args)
+	var owner any
+	if def.Exclusive {
+		owner = o.Owner
+	}
+	q, err = b.createQueue(reg, def, owner)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	reg.mu.Lock()
+	reg.mu.queues[streamName{def.VHost, def.Name}] = q
+	reg.mu.Unlock()
+	b.topoQueueAdded(def.VHost, def.Name, def.Durable)
+	return q, 0, 0, nil
+}
+
+// serverName returns a new server-generated queue name: "amq.gen-" and 22
+// characters of base64url, as RabbitMQ's rabbit_guid:binary does.
+func serverName() string {
+	var r [16]byte
+	_, _ = rand.Read(r[:])
+	return serverNamePrefix + base64.RawURLEncoding.EncodeToString(r[:])
+}
+
+// queueLogConfig is the osiris configuration of a queue log.
+func (r *queueRegistry) queueLogConfig(durable bool) osiris.Config {
+	cfg := osiris.Config{MaxSegmentSize: r.segmentSize, FilterSize: segment.MinBloomSize, Fsync: osiris.FsyncNone}
+	if durable {
+		// Confirm after fsync; group commit shares one sync among all the
+		// publishes that arrive while the previous one is in flight.
+		cfg.Fsync = osiris.FsyncAlways
+	}
+	return cfg
+}
+
+// queueLogOptions are the run-time options of queue logs: the broker's,
+// without the retention timer (queues truncate themselves) and with
+// smaller chunks.
+func (b *Broker) queueLogOptions() osiris.Options {
+	o := b.opts.StreamOptions
+	o.RetentionInterval = -1
+	if o.MaxChunkBytes == 0 || o.MaxChunkBytes > queueMaxChunkBytes {
+		o.MaxChunkBytes = queueMaxChunkBytes
+	}
+	return o
+}
+
+func (b *Broker) queueDir(durable bool, id uint64) string {
+	sub := "transient"
+	if durable {
+		sub = "queues"
+	}
+	return filepath.Join(b.dataDir, sub, strconv.FormatUint(id, 10))
+}
+
+// createQueue makes a new queue's log and, for a durable queue, its
+// catalog entry.
+// REQUIRES: reg.opMu held.
+func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queue, error) {
+	if def.Durable {
+		id, err := b.cat.nextStreamID()
+		if err != nil {
+			return nil, err
+		}
+		def.ID = id
+	} else {
+		reg.mu.Lock()
+		reg.mu.nextTransient++
+		def.ID = reg.mu.nextTransient
+		reg.mu.Unlock()
+	}
+	dir := b.queueDir(def.Durable, def.ID)
+	s, err := osiris.Create(dir, reg.queueLogConfig(def.Durable), b.queueLogOptions())
+	if err != nil {
+		return nil, fmt.Errorf("queues: create %s: %w", rs("queue", def.Name, def.VHost), err)
+	}
+	if def.Durable {
+		args, err := encodeArgs(def.Args)
+		if err == nil {
+			err = b.cat.put(queueKey(def.VHost, def.Name), queueRecord{
+				VHost: def.VHost, Name: def.Name, ID: def.ID, Type: def.Type, AutoDelete: def.AutoDelete, Args: args,
+			})
+		}
+		if err != nil {
+			s.Delete()
+			return nil, err
+		}
+	}
+	return newQueue(b, def, owner, s), nil
 }
 
 // Queue returns an open queue, or a 404 *Error.
-func (b *Broker) Queue(vhost, name string) (*Queue, error) { panic("queue: not implemented") }
+func (b *Broker) Queue(vhost, name string) (*Queue, error) {
+	if q := b.queueReg().get(vhost, name); q != nil {
+		return q, nil
+	}
+	return nil, errNoQueue(vhost, name)
+}
+
+// Queues returns the open queues of vhost.
+func (b *Broker) Queues(vhost string) []*Queue {
+	reg := b.queueReg()
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	var out []*Queue
+	for k, q := range reg.mu.queues {
+		if k.vhost == vhost {
+			out = append(out, q)
+		}
+	}
+	return out
+}
 
 // DeleteQueue deletes a queue (a missing one is not an error: count 0),
-// cancelling its consumers. ifUnused / ifEmpty refuse with 406.
+// cancelling its consumers. ifUnused / ifEmpty refuse with 406. It returns
+// the number of ready messages the queue held; when it returns, the
+// queue's files are gone. It waits for a Deliver in progress, so it must
+// not be called from a Sink of that queue, nor with a lock its Sinks take.
 func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bool) (messages int, err error) {
-	panic("queue: not implemented")
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	q := reg.get(vhost, name)
+	if q == nil {
+		reg.opMu.Unlock()
+		return 0, nil
+	}
+	if err := q.CheckOwner(owner); err != nil {
+		reg.opMu.Unlock()
+		return 0, err
+	}
+	n, err := q.beginShutdown(ifUnused, ifEmpty)
+	if err != nil {
+		reg.opMu.Unlock()
+		return 0, err
+	}
+	err = b.unregisterQueueLocked(reg, q)
+	reg.opMu.Unlock()
+	return n, errors.Join(err, q.finishShutdown(true))
+}
+
+// unregisterQueueLocked removes a queue being deleted from the registry,
+// the catalog and the topology.
+// REQUIRES: reg.opMu held; q.beginShutdown succeeded.
+func (b *Broker) unregisterQueueLocked(reg *queueRegistry, q *Queue) error {
+	reg.mu.Lock()
+	delete(reg.mu.queues, streamName{q.def.VHost, q.def.Name})
+	reg.mu.Unlock()
+	var err error
+	if q.def.Durable {
+		err = b.cat.delete(queueKey(q.def.VHost, q.def.Name))
+	}
+	b.topoQueueRemoved(q.def.VHost, q.def.Name)
+	return err
+}
+
+// autoDeleteQueue deletes an auto-delete queue whose last consumer went,
+// unless it got a new one meanwhile.
+func (b *Broker) autoDeleteQueue(q *Queue) {
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	if reg.get(q.def.VHost, q.def.Name) != q {
+		reg.opMu.Unlock()
+		return
+	}
+	if _, err := q.beginShutdown(true /* ifUnused */, false); err != nil {
+		reg.opMu.Unlock()
+		return
+	}
+	err := b.unregisterQueueLocked(reg, q)
+	reg.opMu.Unlock()
+	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
+		b.log.Error("queues: auto-delete", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	}
 }
 
 // OwnerClosed deletes the exclusive queues of a closed connection.
-func (b *Broker) OwnerClosed(owner any) {}
+func (b *Broker) OwnerClosed(owner any) {
+	if owner == nil {
+		return
+	}
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	reg.mu.Lock()
+	var mine []*Queue
+	for _, q := range reg.mu.queues {
+		if q.owner == owner {
+			mine = append(mine, q)
+		}
+	}
+	reg.mu.Unlock()
+	var gone []*Queue
+	for _, q := range mine {
+		if _, err := q.beginShutdown(false, false); err != nil {
+			continue
+		}
+		if err := b.unregisterQueueLocked(reg, q); err != nil {
+			b.log.Error("queues: delete exclusive queue", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		}
+		gone = append(gone, q)
+	}
+	reg.opMu.Unlock()
+	for _, q := range gone {
+		if err := q.finishShutdown(true); err != nil {
+			b.log.Error("queues: delete exclusive queue", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		}
+	}
+}
+
+// deleteVHostQueues deletes every queue of vhost, for DeleteVHost.
+func (b *Broker) deleteVHostQueues(vhost string) error {
+	var errs []error
+	for _, q := range b.Queues(vhost) {
+		if _, err := b.DeleteQueue(vhost, q.def.Name, q.owner, false, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // openQueues recovers the queues in the catalog. Called by Open after
-// openTopology.
-func (b *Broker) openQueues() error { return nil }
+// openTopology. Transient queues do not survive: their directory is wiped.
+func (b *Broker) openQueues() error {
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	defer reg.opMu.Unlock()
+	if err := os.RemoveAll(filepath.Join(b.dataDir, "transient")); err != nil {
+		return fmt.Errorf("queues: wipe transient queues: %w", err)
+	}
+	for _, sub := range []string{"queues", "transient"} {
+		if err := os.MkdirAll(filepath.Join(b.dataDir, sub), 0o755); err != nil {
+			return fmt.Errorf("queues: %w", err)
+		}
+	}
+	var recs []queueRecord
+	if err := b.cat.scan([]byte("q/"), func(_, v []byte) error {
+		var rec queueRecord
+		if err := unmarshal(v, &rec); err != nil {
+			return err
+		}
+		recs = append(recs, rec)
+		return nil
+	}); err != nil {
+		return err
+	}
+	ids := map[uint64]bool{}
+	var opened []*Queue
+	for _, rec := range recs {
+		args, err := decodeArgs(rec.Args)
+		if err != nil {
+			return fmt.Errorf("queues: %s: %w", rs("queue", rec.Name, rec.VHost), err)
+		}
+		def := QueueDef{VHost: rec.VHost, Name: rec.Name, ID: rec.ID, Type: rec.Type, Durable: true, AutoDelete: rec.AutoDelete, Args: args}
+		if def.Type == "" {
+			def.Type = QueueClassic
+		}
+		s, err := osiris.Open(b.queueDir(true, def.ID), b.queueLogOptions())
+		if err != nil {
+			return fmt.Errorf("queues: open %s: %w", rs("queue", def.Name, def.VHost), err)
+		}
+		q := newQueue(b, def, nil, s)
+		if err := q.recover(); err != nil {
+			s.Close()
+			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)
+		}
+		ids[def.ID] = true
+		reg.mu.Lock()
+		reg.mu.queues[streamName{def.VHost, def.Name}] = q
+		reg.mu.Unlock()
+		opened = append(opened, q)
+	}
+	b.removeOrphanQueues(ids)
+	for _, q := range opened {
+		b.topoQueueAdded(q.def.VHost, q.def.Name, true)
+	}
+	return b.topoQueuesRecovered()
+}
+
+// removeOrphanQueues deletes queue directories and ack states that no
+// catalogued queue owns: what a crash in the middle of a declare or a
+// delete leaves behind.
+func (b *Broker) removeOrphanQueues(ids map[uint64]bool) {
+	dir := filepath.Join(b.dataDir, "queues")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.log.Error("queues: list queue directories", "err", err)
+		return
+	}
+	for _, e := range ents {
+		id, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || ids[id] {
+			continue
+		}
+		b.log.Warn("queues: removing orphan queue log", "dir", e.Name())
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			b.log.Error("queues: remove orphan queue log", "dir", e.Name(), "err", err)
+		}
+	}
+	var stale [][]byte
+	_ = b.cat.scan([]byte("qa/"), func(k, _ []byte) error {
+		if len(k) == 3+8 && !ids[binary.BigEndian.Uint64(k[3:])] {
+			stale = append(stale, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range stale {
+		if err := b.cat.delete(k); err != nil {
+			b.log.Error("queues: remove orphan ack state", "err", err)
+		}
+	}
+}
 
 // closeQueues closes every queue (persisting its state). Called by Close.
-func (b *Broker) closeQueues() error { return nil }
+func (b *Broker) closeQueues() error {
+	reg := b.queues
+	if reg == nil {
+		return nil
+	}
+	reg.opMu.Lock()
+	reg.mu.Lock()
+	qs := make([]*Queue, 0, len(reg.mu.queues))
+	for _, q := range reg.mu.queues {
+		qs = append(qs, q)
+	}
+	clear(reg.mu.queues)
+	reg.mu.Unlock()
+	var errs []error
+	for _, q := range qs {
+		if _, err := q.beginShutdown(false, false); err != nil {
+			continue
+		}
+		errs = append(errs, q.finishShutdown(false))
+	}
+	reg.opMu.Unlock()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,257 @@
+package queues
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/segment"
+)
+
+// Reading messages back from a queue's log.
+//
+// Each taker (the dispatcher goroutine, basic.get) owns its readers, so
+// the record bytes it hands to a Sink stay valid without a lock: a main
+// reader that follows the cursor chunk by chunk, and a second one for
+// requeued messages, which jumps back to their offsets. Claims are
+// optimistic: a taker reads the record at the offset it saw under q.mu,
+// then claims it under q.mu only if nobody moved meanwhile.
+
+// taken is a message claimed by a taker.
+type taken struct {
+	id    uint64
+	count uint32 // deliveries before this one
+	rec   record // aliases the taker's reader buffer
+}
+
+// takeReaders are one taker's readers.
+type takeReaders struct {
+	main    chunkReader // follows the cursor
+	requeue chunkReader // reads requeued messages
+}
+
+func (t *takeReaders) init(s *osiris.Stream) {
+	t.main.s, t.requeue.s = s, s
+}
+
+func (t *takeReaders) close() {
+	t.main.close()
+	t.requeue.close()
+}
+
+// take claims the next ready message: the lowest requeued one, else the
+// one at the cursor. On success it returns with q.mu held, the message no
+// longer ready and not yet recorded as delivered; the caller records it
+// and unlocks. Offsets that hold no message are settled on the way, and a
+// record that does not parse is dropped (logged).
+func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
+	for {
+		q.mu.Lock()
+		if q.mu.closed {
+			q.mu.Unlock()
+			return taken{}, false, nil
+		}
+		var id uint64
+		requeued := q.mu.requeue.len() > 0
+		switch {
+		case requeued:
+			id = q.mu.requeue.peek().id
+		case q.mu.cursor < q.mu.tail:
+			id = q.mu.cursor
+			if end, ok := q.mu.settled.endOf(id); ok {
+				q.mu.cursor = end // skip a settled run without reading it
+				q.mu.Unlock()
+				continue
+			}
+		default:
+			q.mu.Unlock()
+			return taken{}, false, nil
+		}
+		q.mu.Unlock()
+
+		cr := &rd.main
+		if requeued {
+			cr = &rd.requeue
+		}
+		raw, found, next, err := cr.record(id)
+		if err != nil {
+			return taken{}, false, fmt.Errorf("%s: offset %d: %w", rs("queue", q.def.Name, q.def.VHost), id, err)
+		}
+		var rec record
+		var perr error
+		if found {
+			rec, perr = parseRecord(raw)
+		}
+
+		q.mu.Lock()
+		if requeued {
+			if q.mu.requeue.len() == 0 || q.mu.requeue.peek().id != id {
+				q.mu.Unlock() // taken by another taker, or purged
+				continue
+			}
+			e := q.mu.requeue.pop()
+			q.mu.ready--
+			if !found || perr != nil {
+				q.settleLocked(id)
+				q.mu.Unlock()
+				q.logDropped(id, found, perr)
+				continue
+			}
+			return taken{id: id, count: e.count, rec: rec}, true, nil
+		}
+		if q.mu.cursor != id {
+			q.mu.Unlock() // taken by another taker, or purged
+			continue
+		}
+		if !found {
+			if next <= id || next > q.mu.tail {
+				// Nothing committed past id yet; cannot happen below tail.
+				q.mu.Unlock()
+				return taken{}, false, nil
+			}
+			q.mu.settled.addRange(id, next) // a tracking chunk: no messages
+			q.mu.cursor = next
+			q.markDirtyLocked()
+			q.mu.Unlock()
+			continue
+		}
+		q.mu.cursor = id + 1
+		q.mu.ready--
+		if perr != nil {
+			q.settleLocked(id)
+			q.mu.Unlock()
+			q.logDropped(id, true, perr)
+			continue
+		}
+		var count uint32
+		if id < q.mu.redeliverBelow {
+			count = 1 // delivered before the last restart (at least maybe)
+		}
+		return taken{id: id, count: count, rec: rec}, true, nil
+	}
+}
+
+func (q *Queue) logDropped(id uint64, found bool, err error) {
+	if !found {
+		err = fmt.Errorf("requeued message missing from the log")
+	}
+	q.b.log.Error("queues: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+}
+
+// chunkReader reads records by offset through an osiris Reader, keeping
+// the last chunk read and the positions of its entries.
+type chunkReader struct {
+	s     *osiris.Stream
+	r     *osiris.Reader // nil until needed
+	have  bool           // data holds the chunk [first, next)
+	first uint64
+	next  uint64
+	data  []byte
+	pos   []uint32 // position of each entry in data
+}
+
+// record returns the record at offset id, valid until the next call. found
+// is false when no message has that offset (a tracking chunk's, or one
+// deleted); next is then the first offset of the following user chunk,
+// or 0 when none is committed.
+func (cr *chunkReader) record(id uint64) (rec []byte, found bool, next uint64, err error) {
+	if cr.have && id >= cr.first && id < cr.next {
+		return cr.at(id), true, 0, nil
+	}
+	// Go on reading forward when id is ahead of the reader (the cursor's
+	// usual case); seek otherwise, and after a long skip.
+	if cr.r == nil || id < cr.r.NextOffset() {
+		if err := cr.seek(id); err != nil {
+			return nil, false, 0, err
+		}
+	}
+	for skipped := 0; ; skipped++ {
+		if skipped == 64 {
+			if err := cr.seek(id); err != nil {
+				return nil, false, 0, err
+			}
+		}
+		c, ok, err := cr.r.TryNext()
+		if err != nil {
+			cr.close()
+			return nil, false, 0, err
+		}
+		if !ok {
+			return nil, false, 0, nil
+		}
+		h := &c.Header
+		if h.NextOffset() <= id {
+			continue // before id: its header is enough
+		}
+		if err := cr.load(&c); err != nil {
+			cr.close()
+			return nil, false, 0, err
+		}
+		if id < h.ChunkID {
+			return nil, false, h.ChunkID, nil
+		}
+		return cr.at(id), true, 0, nil
+	}
+}
+
+// seek repositions the reader at the chunk holding id.
+func (cr *chunkReader) seek(id uint64) error {
+	if cr.r != nil {
+		cr.r.Close()
+		cr.r = nil
+	}
+	cr.have = false
+	r, err := cr.s.NewReader(osiris.AtOffset(id), osiris.ReaderOptions{})
+	if err != nil {
+		return err
+	}
+	cr.r = r
+	return nil
+}
+
+// load reads a chunk's entries and indexes them.
+func (cr *chunkReader) load(c *osiris.Chunk) error {
+	cr.have = false
+	if cap(cr.data) > 64<<10 && int(c.Header.DataLen) < cap(cr.data)/4 {
+		cr.data = nil // don't keep a big chunk's buffer for small ones
+	}
+	data, err := c.ReadData(cr.data[:0])
+	cr.data = data
+	if err != nil {
+		return err
+	}
+	cr.pos = cr.pos[:0]
+	for p := 0; p < len(data); {
+		e, rest, err := segment.ParseEntry(data[p:])
+		if err != nil {
+			return fmt.Errorf("chunk %d: %w", c.Header.ChunkID, err)
+		}
+		if e.SubBatch {
+			return fmt.Errorf("chunk %d: sub-batch entry: %w", c.Header.ChunkID, errBadRecord)
+		}
+		cr.pos = append(cr.pos, uint32(p))
+		p = len(data) - len(rest)
+	}
+	if uint32(len(cr.pos)) != c.Header.NumRecords {
+		return fmt.Errorf("chunk %d: %d entries for %d records: %w", c.Header.ChunkID, len(cr.pos), c.Header.NumRecords, segment.ErrCorrupt)
+	}
+	cr.first, cr.next, cr.have = c.Header.ChunkID, c.Header.NextOffset(), true
+	return nil
+}
+
+// at returns the record of offset id in the loaded chunk.
+func (cr *chunkReader) at(id uint64) []byte {
+	p := cr.pos[id-cr.first]
+	n := binary.BigEndian.Uint32(cr.data[p:])
+	return cr.data[p+4 : p+4+n]
+}
+
+// close releases the reader and its buffers.
+func (cr *chunkReader) close() {
+	if cr.r != nil {
+		cr.r.Close()
+		cr.r = nil
+	}
+	cr.have = false
+	cr.data, cr.pos = nil, nil
+}

@@ -1,0 +1,368 @@
+package queues
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Queue declare arguments: validation and redeclare equivalence, with
+// RabbitMQ's reply texts (rabbit_amqqueue:check_declare_arguments and
+// assert_equivalence, rabbit_misc:assert_args_equivalence).
+
+// classicEquivalenceArgs are the arguments compared on redeclare of a
+// classic queue, in RabbitMQ's order.
+var classicEquivalenceArgs = [...]string{
+	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+	"x-queue-version", "x-single-active-consumer", "x-queue-type",
+	"x-queue-master-locator", "x-queue-leader-locator",
+}
+
+// argTypeName is the RabbitMQ field-table type atom of an argument value
+// (rabbit_binary_parser), as its texts print it.
+func argTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "void"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int, uint64, uint: // Go ints are 64-bit: 'l'
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "timestamp"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "table"
+	}
+	if _, ok := asMap(v); ok {
+		return "table"
+	}
+	if strings.Contains(strings.ToLower(reflect.TypeOf(v).Name()), "decimal") {
+		return "decimal"
+	}
+	return reflect.TypeOf(v).String()
+}
+
+// argClass is RabbitMQ's type_class: integer types compare as one class,
+// floating point types as another.
+func argClass(v any) string {
+	switch t := argTypeName(v); t {
+	case "byte", "short", "signedint", "long", "decimal", "unsignedbyte", "unsignedshort", "unsignedint":
+		return "int"
+	case "float", "double":
+		return "float"
+	default:
+		return t
+	}
+}
+
+// argInt returns an integer argument's value.
+func argInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		return int64(x), true
+	case uint64:
+		if x > math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		return int64(x), true
+	}
+	return 0, false
+}
+
+func argFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// argEqual is RabbitMQ's comparison of two present arguments: same type
+// class and equal values.
+func argEqual(a, b any) bool {
+	if argClass(a) != argClass(b) {
+		return false
+	}
+	if x, ok := argInt(a); ok {
+		y, ok := argInt(b)
+		return ok && x == y
+	}
+	if x, ok := argFloat(a); ok {
+		y, ok := argFloat(b)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(normalizeValue(a), normalizeValue(b))
+}
+
+// erlValue prints a value as Erlang's ~tp (~ts for binaries) does, for
+// reply texts.
+func erlValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "undefined"
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Time:
+		return strconv.FormatInt(x.Unix(), 10)
+	}
+	if i, ok := argInt(v); ok {
+		return strconv.FormatInt(i, 10)
+	}
+	if f, ok := argFloat(v); ok {
+		return erlFloat(f)
+	}
+	return fmt.Sprint(v)
+}
+
+// erlFloat prints a float as Erlang's shortest form does: 1.5, 2.0, 1.0e6.
+func erlFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	mant, exp, hasExp := strings.Cut(s, "e")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	if !hasExp {
+		return mant
+	}
+	exp = strings.TrimPrefix(exp, "+")
+	if strings.HasPrefix(exp, "-") {
+		exp = "-" + strings.TrimLeft(exp[1:], "0")
+	} else {
+		exp = strings.TrimLeft(exp, "0")
+	}
+	return mant + "e" + exp
+}
+
+// erlTyped prints a present argument as rabbit_misc:val/1 does for a
+// {Type, Value} pair.
+func erlTyped(v any) string {
+	return fmt.Sprintf("the value '%s' of type '%s'", erlValue(v), argTypeName(v))
+}
+
+// checkQueueEquivalence compares a redeclare with the existing queue:
+// durable, auto_delete, then the classic arguments.
+func checkQueueEquivalence(cur QueueDef, durable, autoDelete bool, args map[string]any) error {
+	res := rs("queue", cur.Name, cur.VHost)
+	if cur.Durable != durable {
+		return Errorf(CodePreconditionFailed, "inequivalent arg 'durable' for %s: received '%t' but current is '%t'",
+			res, durable, cur.Durable)
+	}
+	if cur.AutoDelete != autoDelete {
+		return Errorf(CodePreconditionFailed, "inequivalent arg 'auto_delete' for %s: received '%t' but current is '%t'",
+			res, autoDelete, cur.AutoDelete)
+	}
+	for _, k := range classicEquivalenceArgs {
+		old, hadOld := cur.Args[k]
+		nv, hasNew := args[k]
+		switch {
+		case !hadOld && !hasNew:
+			continue
+		case hadOld && hasNew:
+			if argEqual(old, nv) {
+				continue
+			}
+			// Both present: RabbitMQ prints the bare values.
+			return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received '%s' but current is '%s'",
+				k, res, erlValue(nv), erlValue(old))
+		}
+		if k == "x-queue-type" {
+			// Absent equals "classic" (rabbitmq-common#341).
+			v := old
+			if hasNew {
+				v = nv
+			}
+			if s, ok := v.(string); ok && s == QueueClassic {
+				continue
+			}
+		}
+		recv, curr := "none", "none"
+		if hasNew {
+			recv = erlTyped(nv)
+		}
+		if hadOld {
+			curr = erlTyped(old)
+		}
+		return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+			k, res, recv, curr)
+	}
+	return nil
+}
+
+// queueTypeOf returns the x-queue-type of args, "classic" when absent.
+func queueTypeOf(args map[string]any) string {
+	if s, ok := args["x-queue-type"].(string); ok {
+		return s
+	}
+	return QueueClassic
+}
+
+// validateQueueArgs checks the arguments of a new queue, minimally for
+// now: the types and ranges RabbitMQ enforces for the classic arguments.
+// The limits they set are not applied yet; they are stored.
+func validateQueueArgs(vhost, name string, args map[string]any) error {
+	res := rs("queue", name, vhost)
+	invalid := func(k, reason string) error {
+		return Errorf(CodePreconditionFailed, "invalid arg '%s' for %s: %s", k, res, reason)
+	}
+	intArg := func(k string, v any, check func(int64) string) error {
+		n, ok := argInt(v)
+		if !ok {
+			return invalid(k, fmt.Sprintf("%q", "expected integer, got "+argTypeName(v)))
+		}
+		if r := check(n); r != "" {
+			return invalid(k, r)
+		}
+		return nil
+	}
+	const maxExpiry = 315_360_000_000 // ten years in ms (rabbit_misc:check_expiry)
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		v := args[k]
+		var err error
+		switch k {
+		case "x-queue-type":
+			s, ok := v.(string)
+			switch {
+			case !ok:
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			case s != QueueClassic && s != QueueQuorum && s != QueueStream:
+				err = invalid(k, fmt.Sprintf("%q", "unsupported queue type '"+s+"'"))
+			}
+		case "x-expires":
+			err = intArg(k, v, func(n int64) string {
+				switch {
+				case n == 0:
+					return "{value_zero,0}"
+				case n < 0:
+					return fmt.Sprintf("{value_negative,%d}", n)
+				case n > maxExpiry:
+					return fmt.Sprintf("{value_too_large,%d,%d}", n, int64(maxExpiry))
+				}
+				return ""
+			})
+		case "x-message-ttl":
+			err = intArg(k, v, func(n int64) string {
+				switch {
+				case n < 0:
+					return fmt.Sprintf("{value_negative,%d}", n)
+				case n > maxExpiry:
+					return fmt.Sprintf("{value_too_large,%d,%d}", n, int64(maxExpiry))
+				}
+				return ""
+			})
+		case "x-max-length", "x-max-length-bytes":
+			err = intArg(k, v, func(n int64) string {
+				if n < 0 {
+					return fmt.Sprintf("{value_negative,%d}", n)
+				}
+				return ""
+			})
+		case "x-max-priority":
+			err = intArg(k, v, func(n int64) string {
+				switch {
+				case n < 0:
+					return fmt.Sprintf("{value_negative,%d}", n)
+				case n > 255:
+					return fmt.Sprintf("{max_value_exceeded,%d}", n)
+				}
+				return ""
+			})
+		case "x-queue-version":
+			err = intArg(k, v, func(n int64) string {
+				switch {
+				case n < 0:
+					return fmt.Sprintf("{value_negative,%d}", n)
+				case n != 1 && n != 2:
+					return fmt.Sprintf("%q", fmt.Sprintf("unsupported queue version '%d'", n))
+				}
+				return ""
+			})
+		case "x-dead-letter-exchange":
+			if _, ok := v.(string); !ok {
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			}
+		case "x-dead-letter-routing-key":
+			if _, ok := v.(string); !ok {
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			} else if _, ok := args["x-dead-letter-exchange"]; !ok {
+				err = invalid(k, "routing_key_but_no_dlx_defined")
+			}
+		case "x-overflow":
+			s, ok := v.(string)
+			switch {
+			case !ok:
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			case s != "drop-head" && s != "reject-publish" && s != "reject-publish-dlx":
+				err = invalid(k, "invalid_overflow")
+			}
+		case "x-single-active-consumer":
+			if _, ok := v.(bool); !ok {
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			}
+		case "x-queue-mode":
+			s, ok := v.(string)
+			switch {
+			case !ok:
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+			case s != "default" && s != "lazy":
+				err = invalid(k, fmt.Sprintf("%q", "unsupported queue mode '"+s+"'"))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

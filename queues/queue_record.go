@@ -1,0 +1,131 @@
+package queues
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Classic queue log records.
+//
+// A classic queue's log (package osiris) holds one segment simple entry per
+// message; its record is AMQP 0-9-1 native, so that a delivery re-encodes
+// nothing:
+//
+//	+----------+--------+----------+--------+-------------+------------+-------------+------+
+//	| flags u8 | xlen u8| exchange | klen u8| routing key | plen u32   | properties  | body |
+//	+----------+--------+----------+--------+-------------+------------+-------------+------+
+//
+// flags bit 0 is persistent (delivery-mode 2); the other bits are zero.
+// exchange and routing key are AMQP shortstrs. properties are the content
+// header's property flags (u16) and values exactly as consumers get them.
+// The body is the rest of the record. Integers are big-endian.
+//
+// The entry around the record is the segment simple entry: u32 size, then
+// the record. EncodeRecord writes both, so one encoded message is appended
+// as is to every queue it is routed to.
+//
+// A queue log of a durable queue also marks transient messages in the
+// chunk Bloom filter (filter value "t"): a chunk without a Bloom filter
+// holds only persistent messages, which lets recovery count them from the
+// chunk headers alone (see queue_recover.go).
+
+// These constants are part of the on-disk format and must not be changed.
+const (
+	recPersistent = 0x01 // flags: delivery-mode 2
+
+	recFixedSize = 1 + 1 + 1 + 4 // flags, two shortstr lengths, props length
+)
+
+// errBadRecord marks a queue log record that does not parse.
+var errBadRecord = errors.New("queues: malformed queue record")
+
+// transientFilter is the chunk filter value of transient messages in
+// durable queues. Never modified.
+var transientFilter = []byte{'t'}
+
+// EncodeRecord appends m's log record (a segment simple entry) to dst.
+// One record is shared by every queue the message is routed to. Exchange
+// and routing key are shortstrs: longer values are cut at 255 bytes.
+func EncodeRecord(dst []byte, m *Message) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // entry size, filled in below
+	var flags byte
+	if m.Persistent {
+		flags |= recPersistent
+	}
+	dst = append(dst, flags)
+	dst = appendShortStr(dst, m.Exchange)
+	dst = appendShortStr(dst, m.RoutingKey)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Props)))
+	dst = append(dst, m.Props...)
+	dst = append(dst, m.Body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+func appendShortStr(dst []byte, s string) []byte {
+	if len(s) > 255 {
+		s = s[:255]
+	}
+	dst = append(dst, byte(len(s)))
+	return append(dst, s...)
+}
+
+// record is a decoded queue record; its slices alias the record bytes.
+type record struct {
+	persistent bool
+	exchange   []byte
+	routingKey []byte
+	props      []byte
+	body       []byte
+}
+
+// parseRecord decodes a queue record (without the entry size).
+func parseRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < recFixedSize {
+		return r, fmt.Errorf("%d bytes: %w", len(b), errBadRecord)
+	}
+	if b[0]&^recPersistent != 0 {
+		return r, fmt.Errorf("flags %#x: %w", b[0], errBadRecord)
+	}
+	r.persistent = b[0]&recPersistent != 0
+	p := 1
+	n := int(b[p])
+	p++
+	if len(b)-p < n+1+4 {
+		return r, fmt.Errorf("exchange of %d bytes: %w", n, errBadRecord)
+	}
+	r.exchange = b[p : p+n]
+	p += n
+	n = int(b[p])
+	p++
+	if len(b)-p < n+4 {
+		return r, fmt.Errorf("routing key of %d bytes: %w", n, errBadRecord)
+	}
+	r.routingKey = b[p : p+n]
+	p += n
+	pl := binary.BigEndian.Uint32(b[p:])
+	p += 4
+	if uint64(pl) > uint64(len(b)-p) {
+		return r, fmt.Errorf("properties of %d bytes: %w", pl, errBadRecord)
+	}
+	r.props = b[p : p+int(pl)]
+	r.body = b[p+int(pl):]
+	return r, nil
+}
+
+// recordIsPersistent reads just the flags of a record.
+func recordIsPersistent(b []byte) bool { return len(b) > 0 && b[0]&recPersistent != 0 }
+
+// checkEntry checks that e is exactly one simple entry holding a record.
+func checkEntry(e []byte) error {
+	if len(e) < 4+recFixedSize || e[0]&0x80 != 0 {
+		return fmt.Errorf("entry of %d bytes: %w", len(e), errBadRecord)
+	}
+	if n := binary.BigEndian.Uint32(e); uint64(n) != uint64(len(e)-4) {
+		return fmt.Errorf("entry size %d, %d bytes: %w", n, len(e)-4, errBadRecord)
+	}
+	return nil
+}
