@@ -7,6 +7,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/klauspost/compress v1.20.4
 	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rabbitmq/rabbitmq-stream-go-client v1.8.3
 	github.com/spaolacci/murmur3 v1.1.0
 	golang.org/x/sys v0.50.0

@@ -1,11 +1,11 @@
 // Command warren is the Warren broker daemon.
 //
-//	go run ./tools/warren [-data-dir warren-data] [-stream-listen :5552]
-//	                      [-stream-advertise localhost:5552] [-config warren.json]
+//	go run ./tools/warren [-data-dir warren-data] [-amqp-listen :5672]
+//	                      [-stream-listen :5552] [-stream-advertise localhost:5552]
+//	                      [-config warren.json]
 //
-// It serves the RabbitMQ stream protocol (port 5552). AMQP 0-9-1 (port
-// 5672) is not implemented yet; -amqp-listen is accepted and reserved. A
-// data directory is used by one broker at a time (a lock file says so).
+// It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
+// 5552); an empty listen address turns that protocol off. A data directory is used by one broker at a time (a lock file says so).
 // SIGINT and SIGTERM shut down cleanly: stop accepting, close connections,
 // flush the stream writers, close the files.
 package main
@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
@@ -40,6 +41,14 @@ type Config struct {
 	// FrameMax and Heartbeat (seconds) are offered to stream clients.
 	FrameMax  uint32 `json:"frame_max"`
 	Heartbeat uint32 `json:"heartbeat"`
+	// AMQPFrameMax, AMQPChannelMax and AMQPHeartbeat (seconds) are offered
+	// in connection.tune; 0 means RabbitMQ's defaults (131072, 2047, 60).
+	AMQPFrameMax   uint32 `json:"amqp_frame_max"`
+	AMQPChannelMax uint16 `json:"amqp_channel_max"`
+	AMQPHeartbeat  uint16 `json:"amqp_heartbeat"`
+	// DenyTransientNonExclusive refuses durable=false exclusive=false
+	// queues as RabbitMQ 4.3 does (off: the ≤4.2 behaviour).
+	DenyTransientNonExclusive bool `json:"deny_transient_nonexclusive_queues"`
 	// RetentionInterval is how often stream retention runs besides on
 	// segment roll (a Go duration such as "1m").
 	RetentionInterval string `json:"retention_interval"`
@@ -80,8 +89,8 @@ func main() {
 func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	configFile := fs.String("config", "", "JSON configuration file (flags given explicitly override it)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all broker data")
-	fs.StringVar(&cfg.AMQPListen, "amqp-listen", cfg.AMQPListen, "AMQP 0-9-1 listen address (reserved: AMQP is not implemented yet)")
-	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address")
+	fs.StringVar(&cfg.AMQPListen, "amqp-listen", cfg.AMQPListen, "AMQP 0-9-1 listen address (empty: off)")
+	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address (empty: off)")
 	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	return configFile
@@ -139,9 +148,15 @@ func lockDataDir(dataDir string) (*os.File, error) {
 	return f, nil
 }
 
+// readyAddrs are the bound listen addresses (nil for a protocol that is
+// off).
+type readyAddrs struct {
+	Stream, AMQP net.Addr
+}
+
 // run starts the broker and serves until ctx ends. ready, if not nil,
-// receives the bound stream address once listening.
-func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- net.Addr) error {
+// receives the bound addresses once listening.
+func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- readyAddrs) error {
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -160,38 +175,80 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- net.
 	}
 	defer broker.Close()
 
-	ln, err := net.Listen("tcp", cfg.StreamListen)
-	if err != nil {
-		return err
+	type server interface {
+		Serve(net.Listener) error
+		Close() error
 	}
-	advertise := cfg.StreamAdvertise
-	if advertise == "" {
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		advertise = net.JoinHostPort("localhost", port)
+	var servers []server
+	var listeners []net.Listener
+	closeAll := func() {
+		for _, s := range servers {
+			s.Close()
+		}
+		for _, ln := range listeners[len(servers):] {
+			ln.Close()
+		}
 	}
-	srv, err := streamproto.NewServer(streamproto.Config{
-		Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
-	})
-	if err != nil {
-		ln.Close()
-		return err
+	var addrs readyAddrs
+	if cfg.StreamListen != "" {
+		ln, err := net.Listen("tcp", cfg.StreamListen)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, ln)
+		addrs.Stream = ln.Addr()
+		advertise := cfg.StreamAdvertise
+		if advertise == "" {
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			advertise = net.JoinHostPort("localhost", port)
+		}
+		srv, err := streamproto.NewServer(streamproto.Config{
+			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
+		})
+		if err != nil {
+			closeAll()
+			return err
+		}
+		servers = append(servers, srv)
+		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
 	}
-	logger.Info("warren started", "data_dir", cfg.DataDir, "stream_listen", ln.Addr().String(),
-		"stream_advertise", advertise, "amqp", "not implemented yet")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if cfg.AMQPListen != "" {
+		ln, err := net.Listen("tcp", cfg.AMQPListen)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		listeners = append(listeners, ln)
+		addrs.AMQP = ln.Addr()
+		servers = append(servers, amqp.NewServer(amqp.Config{
+			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
+			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
+		}))
+		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
+	}
+	if len(servers) == 0 {
+		return errors.New("nothing to serve: both amqp_listen and stream_listen are empty")
+	}
+	logger.Info("warren started", "data_dir", cfg.DataDir)
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() { errc <- s.Serve(listeners[i]) }()
+	}
 	if ready != nil {
-		ready <- ln.Addr()
+		ready <- addrs
 	}
+	var err2 error
 	select {
 	case <-ctx.Done():
 		logger.Info("warren shutting down")
-	case err := <-errc:
-		srv.Close()
-		return err
+	case err2 = <-errc:
 	}
-	srv.Close()
-	<-errc
+	for _, s := range servers {
+		s.Close()
+	}
+	if err2 != nil {
+		return err2
+	}
 	logger.Info("warren stopped")
 	return nil
 }

@@ -18,26 +18,29 @@ func TestRunLockAndShutdown(t *testing.T) {
 	cfg := defaults()
 	cfg.DataDir = dir
 	cfg.StreamListen = "127.0.0.1:0"
+	cfg.AMQPListen = "127.0.0.1:0"
 	logger := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
+	ready := make(chan readyAddrs, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, cfg, logger, ready) }()
-	var addr net.Addr
+	var addrs readyAddrs
 	select {
-	case addr = <-ready:
+	case addrs = <-ready:
 	case err := <-errc:
 		t.Fatalf("run: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("not ready")
 	}
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatalf("dial %v: %v", addr, err)
+	for _, addr := range []net.Addr{addrs.Stream, addrs.AMQP} {
+		c, err := net.Dial("tcp", addr.String())
+		if err != nil {
+			t.Fatalf("dial %v: %v", addr, err)
+		}
+		c.Close()
 	}
-	c.Close()
 
-	err = run(context.Background(), cfg, logger, nil)
+	err := run(context.Background(), cfg, logger, nil)
 	if err == nil || !strings.Contains(err.Error(), "in use by another Warren") {
 		t.Fatalf("second run on the same data dir: %v", err)
 	}
@@ -50,7 +53,7 @@ func TestRunLockAndShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no clean shutdown")
 	}
-	if _, err := net.Dial("tcp", addr.String()); err == nil {
+	if _, err := net.Dial("tcp", addrs.AMQP.String()); err == nil {
 		t.Fatal("still accepting after shutdown")
 	}
 }

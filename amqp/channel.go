@@ -1,0 +1,296 @@
+package amqp
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+
+	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
+)
+
+// chanState is where a channel is in its life.
+type chanState uint8
+
+const (
+	chanOpen    chanState = iota
+	chanClosing           // we sent channel.close; only close/close-ok count
+)
+
+// channel is one AMQP channel. The connection's reader goroutine owns
+// the fields outside mu; queue dispatchers (delivering) and log writers
+// (confirming) reach the channel only through mu and conf.
+type channel struct {
+	c  *conn
+	id uint16
+
+	// Owned by the reader goroutine.
+	state     chanState
+	assembly  assembly // the publish being received
+	lastQueue string   // for empty queue names
+	prefetch  int      // basic.qos global=false: for consumers created later
+	limit     *queues.ChannelLimit
+	perms     map[permKey]bool // permission checks passed or refused
+	tx        *txState         // non-nil once tx.select
+	routeBuf  []string
+	keyBuf    []string
+
+	conf    confirms
+	barrier barrier
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		nextTag   uint64
+		unacked   []pendingAck // ascending delivery tags
+		consumers map[string]*consumer
+	}
+}
+
+type permKey struct {
+	kind     queues.Perm
+	resource string
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}}
+	ch.mu.consumers = map[string]*consumer{}
+	ch.conf.ch = ch
+	return ch
+}
+
+// handleFrame handles a frame for an open channel (or one closing).
+func (ch *channel) handleFrame(f wire.Frame) error {
+	if ch.state == chanClosing {
+		// Only the close handshake matters now.
+		if f.Type != wire.FrameMethod {
+			return nil
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return nil
+		}
+		switch m.(type) {
+		case *wire.ChannelCloseOk:
+			ch.c.channelClosed(ch.id)
+		case *wire.ChannelClose:
+			ch.c.send(ch.id, &wire.ChannelCloseOk{})
+			ch.c.channelClosed(ch.id)
+		}
+		return nil
+	}
+	var err error
+	switch f.Type {
+	case wire.FrameMethod:
+		if ch.assembly.active {
+			return newError(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+		}
+		m, derr := wire.DecodeMethod(f.Payload)
+		if derr != nil {
+			return decodeError(derr)
+		}
+		err = ch.handleMethod(m)
+		if e, ok := err.(*amqpError); ok {
+			e.withMethod(m)
+		}
+	case wire.FrameHeader:
+		err = ch.handleHeader(f.Payload)
+	case wire.FrameBody:
+		err = ch.handleBody(f.Payload)
+	default:
+		return newError(wire.FrameError, "unknown frame type %d", f.Type)
+	}
+	if err == nil {
+		return nil
+	}
+	e, ok := err.(*amqpError)
+	if !ok {
+		e = fromModel(err)
+	}
+	if e.Hard {
+		return e
+	}
+	ch.fail(e)
+	return e
+}
+
+// fail is a channel error: RabbitMQ's channel process ends at once, so
+// consumers go and unacked messages are requeued, then channel.close is
+// sent and everything but the close handshake is ignored.
+func (ch *channel) fail(e *amqpError) {
+	ch.c.log.Debug("channel error", "channel", ch.id, "code", e.Code, "text", e.Text)
+	ch.shutdown()
+	ch.state = chanClosing
+	ch.assembly.reset()
+	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: e.Code, ReplyText: e.Text, FailingClassID: e.ClassID, FailingMethodID: e.MethodID})
+}
+
+// shutdown ends the channel's consumers and requeues its unacked
+// messages in delivery order. It is idempotent.
+func (ch *channel) shutdown() {
+	ch.mu.Lock()
+	if ch.mu.closed {
+		ch.mu.Unlock()
+		return
+	}
+	ch.mu.closed = true
+	consumers := ch.mu.consumers
+	ch.mu.consumers = map[string]*consumer{}
+	unacked := ch.mu.unacked
+	ch.mu.unacked = nil
+	ch.mu.Unlock()
+	for _, cs := range consumers {
+		cs.q.Cancel(cs.qc)
+	}
+	settle(unacked, settleRequeue)
+	ch.conf.close()
+}
+
+func (ch *channel) handleMethod(m wire.Method) error {
+	switch m := m.(type) {
+	case *wire.BasicPublish:
+		return ch.startPublish(m)
+	case *wire.BasicAck:
+		return ch.handleAck(m.DeliveryTag, m.Multiple, settleAck)
+	case *wire.BasicNack:
+		mode := settleDiscard
+		if m.Requeue {
+			mode = settleRequeue
+		}
+		return ch.handleAck(m.DeliveryTag, m.Multiple, mode)
+	case *wire.BasicReject:
+		mode := settleDiscard
+		if m.Requeue {
+			mode = settleRequeue
+		}
+		return ch.handleAck(m.DeliveryTag, false, mode)
+	case *wire.BasicConsume:
+		return ch.handleConsume(m)
+	case *wire.BasicCancel:
+		return ch.handleCancel(m)
+	case *wire.BasicGet:
+		ch.barrier.wait()
+		return ch.handleGet(m)
+	case *wire.BasicQos:
+		return ch.handleQos(m)
+	case *wire.BasicRecover:
+		if !m.Requeue {
+			return newError(wire.NotImplemented, "requeue=false")
+		}
+		ch.recover()
+		ch.c.send(ch.id, &wire.BasicRecoverOk{})
+	case *wire.BasicRecoverAsync:
+		if !m.Requeue {
+			return newError(wire.NotImplemented, "requeue=false")
+		}
+		ch.recover()
+	case *wire.QueueDeclare:
+		ch.barrier.wait()
+		return ch.handleQueueDeclare(m)
+	case *wire.QueueBind:
+		return ch.handleQueueBind(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *wire.QueueUnbind:
+		return ch.handleQueueBind(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, false, false)
+	case *wire.QueuePurge:
+		ch.barrier.wait()
+		return ch.handleQueuePurge(m)
+	case *wire.QueueDelete:
+		ch.barrier.wait()
+		return ch.handleQueueDelete(m)
+	case *wire.ExchangeDeclare:
+		return ch.handleExchangeDeclare(m)
+	case *wire.ExchangeDelete:
+		return ch.handleExchangeDelete(m)
+	case *wire.ExchangeBind:
+		return ch.handleExchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *wire.ExchangeUnbind:
+		return ch.handleExchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, false)
+	case *wire.ConfirmSelect:
+		if ch.tx != nil {
+			return newError(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
+		}
+		ch.conf.enable()
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ConfirmSelectOk{})
+		}
+	case *wire.TxSelect:
+		if ch.conf.enabled() {
+			return newError(wire.PreconditionFailed, "cannot switch from confirm to tx mode")
+		}
+		if ch.tx == nil {
+			ch.tx = &txState{}
+		}
+		ch.c.send(ch.id, &wire.TxSelectOk{})
+	case *wire.TxCommit:
+		if ch.tx == nil {
+			return newError(wire.PreconditionFailed, "channel is not transactional")
+		}
+		return ch.commit()
+	case *wire.TxRollback:
+		if ch.tx == nil {
+			return newError(wire.PreconditionFailed, "channel is not transactional")
+		}
+		ch.tx.reset()
+		ch.c.send(ch.id, &wire.TxRollbackOk{})
+	case *wire.ChannelFlow:
+		if !m.Active {
+			return newError(wire.NotImplemented, "active=false")
+		}
+		ch.c.send(ch.id, &wire.ChannelFlowOk{Active: true})
+	case *wire.ChannelClose:
+		ch.shutdown()
+		ch.c.send(ch.id, &wire.ChannelCloseOk{})
+		ch.c.channelClosed(ch.id)
+	case *wire.ChannelCloseOk:
+		// Not closing: nothing to confirm.
+	case *wire.ChannelOpen:
+		return newError(wire.ChannelError, "second 'channel.open' seen")
+	case *wire.AccessRequest:
+		ch.c.send(ch.id, &wire.AccessRequestOk{Ticket: 1})
+	default:
+		return newError(wire.CommandInvalid, "unimplemented method '%s' on a channel", m.MethodName())
+	}
+	return nil
+}
+
+// check checks a permission, caching the answer for the channel's life
+// as RabbitMQ does.
+func (ch *channel) check(kind queues.Perm, resourceKind, name string) error {
+	res := name
+	if resourceKind == "exchange" && name == "" {
+		res = "amq.default"
+	}
+	k := permKey{kind, resourceKind[:1] + res}
+	ok, seen := ch.perms[k]
+	if !seen {
+		ok = ch.c.broker.CheckPermission(ch.c.user, ch.c.vhost, kind, res) == nil
+		if len(ch.perms) > 1024 {
+			clear(ch.perms)
+		}
+		ch.perms[k] = ok
+	}
+	if !ok {
+		return newError(wire.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", kind, resourceKind, res, ch.c.vhost, ch.c.user)
+	}
+	return nil
+}
+
+// queueName resolves an empty queue name to the channel's last declared
+// queue.
+func (ch *channel) queueName(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if ch.lastQueue == "" {
+		return "", newError(wire.NotFound, "no previously declared queue")
+	}
+	return ch.lastQueue, nil
+}
+
+// randomName returns prefix followed by 22 characters of URL-safe base64,
+// like RabbitMQ's generated names.
+func randomName(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,451 @@
+package amqp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
+)
+
+// ServerVersion is reported in connection.start.
+const ServerVersion = "0.1.0"
+
+// outLimit is how many queued outgoing bytes make deliveries wait.
+const outLimit = 1 << 20
+
+// conn is one client connection. The reader goroutine (serve) owns the
+// handshake state and the channel table; the writer goroutine owns the
+// socket's write side.
+type conn struct {
+	// Static after newConn.
+	srv    *Server
+	broker *queues.Broker
+	nc     net.Conn
+	log    *slog.Logger
+	out    *outQueue
+
+	// Set during the handshake, then read-only.
+	user          string
+	vhost         string
+	frameMax      uint32 // negotiated; bounds frames both ways
+	channelMax    uint16
+	heartbeat     atomic.Int64 // ns; read by the writer
+	cancelNotify  bool         // client capability consumer_cancel_notify
+	authFailClose bool         // client capability authentication_failure_close
+
+	// Owned by the reader goroutine.
+	fr       *wire.FrameReader
+	channels map[uint16]*channel
+	closing  bool // we sent connection.close and wait for close-ok
+
+	closeOnce  sync.Once
+	writerDone chan struct{}
+	stop       chan struct{} // closed by shutdown
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:        s,
+		broker:     s.cfg.Broker,
+		nc:         nc,
+		log:        s.log.With("remote", nc.RemoteAddr().String()),
+		out:        newOutQueue(outLimit),
+		fr:         wire.NewFrameReader(nc, 64<<10),
+		frameMax:   wire.FrameMinSize,
+		channels:   map[uint16]*channel{},
+		writerDone: make(chan struct{}),
+		stop:       make(chan struct{}),
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return c
+}
+
+// errClosed ends the reader loop without further frames.
+var errClosed = errors.New("amqp: connection closed")
+
+// serve runs the connection to its end.
+func (c *conn) serve() {
+	go func() {
+		defer close(c.writerDone)
+		if err := c.out.writeLoop(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.stop); err != nil {
+			c.log.Debug("write", "err", err)
+			c.nc.Close()
+		}
+	}()
+	err := c.run()
+	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("connection ended", "err", err)
+	}
+	c.cleanup()
+	c.out.close()
+	select {
+	case <-c.writerDone:
+	case <-time.After(5 * time.Second):
+	}
+	c.nc.Close()
+}
+
+// shutdown is Server.Close: tell the client and stop.
+func (c *conn) shutdown() {
+	c.out.frames(func(b []byte) []byte {
+		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - broker shutdown"})
+	})
+	c.out.close()
+	c.closeOnce.Do(func() { close(c.stop) })
+	select {
+	case <-c.writerDone:
+	case <-time.After(2 * time.Second):
+	}
+	c.nc.Close()
+}
+
+// cleanup closes every channel (requeueing their unacked messages) and
+// deletes the connection's exclusive queues.
+func (c *conn) cleanup() {
+	for id, ch := range c.channels {
+		ch.shutdown()
+		delete(c.channels, id)
+	}
+	c.broker.OwnerClosed(c)
+}
+
+// run does the handshake, then reads frames until the connection ends.
+func (c *conn) run() error {
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
+	if err := c.handshake(); err != nil {
+		return err
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	var lastDeadline time.Time
+	for {
+		if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
+			// Two silent heartbeat intervals end the connection.
+			if now := time.Now(); now.Sub(lastDeadline) > hb/4 {
+				c.nc.SetReadDeadline(now.Add(2 * hb))
+				lastDeadline = now
+			}
+		}
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			var fe *wire.FramingError
+			if errors.As(err, &fe) {
+				return c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+			}
+			return err
+		}
+		if err := c.dispatch(f); err != nil {
+			var ae *amqpError
+			if errors.As(err, &ae) {
+				if ae.Hard {
+					return c.hardClose(ae)
+				}
+				continue
+			}
+			return err
+		}
+	}
+}
+
+// hardClose sends connection.close for e and waits (bounded) for the
+// client's close-ok, ignoring everything else, as RabbitMQ does.
+func (c *conn) hardClose(e *amqpError) error {
+	c.log.Debug("connection error", "code", e.Code, "text", e.Text)
+	c.out.frames(func(b []byte) []byte {
+		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, FailingClassID: e.ClassID, FailingMethodID: e.MethodID})
+	})
+	wait := 30 * time.Second
+	if hb := time.Duration(c.heartbeat.Load()); hb > 0 && hb < wait {
+		wait = hb
+	}
+	c.nc.SetReadDeadline(time.Now().Add(wait))
+	for {
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			return errClosed
+		}
+		if f.Type != wire.FrameMethod || f.Channel != 0 {
+			continue
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			continue
+		}
+		switch m.(type) {
+		case *wire.ConnectionCloseOk:
+			return errClosed
+		case *wire.ConnectionClose:
+			c.send(0, &wire.ConnectionCloseOk{})
+			return errClosed
+		}
+	}
+}
+
+// send queues one method frame.
+func (c *conn) send(ch uint16, m wire.Method) {
+	c.out.frames(func(b []byte) []byte { return wire.AppendMethodFrame(b, ch, m) })
+}
+
+// readMethod reads the next frame during the handshake, which must be a
+// method on channel 0.
+func (c *conn) readMethod() (wire.Method, error) {
+	for {
+		f, err := c.fr.ReadFrame(c.frameMax)
+		if err != nil {
+			var fe *wire.FramingError
+			if errors.As(err, &fe) {
+				return nil, c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+			}
+			return nil, err
+		}
+		switch {
+		case f.Type == wire.FrameHeartbeat:
+			continue
+		case f.Type != wire.FrameMethod || f.Channel != 0:
+			return nil, c.hardClose(newError(wire.UnexpectedFrame, "expected a method frame on channel 0 during the handshake"))
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return nil, c.hardClose(newError(wire.FrameError, "cannot decode method: %v", err))
+		}
+		return m, nil
+	}
+}
+
+func serverProperties() wire.Table {
+	return wire.Table{
+		"capabilities": wire.Table{
+			"publisher_confirms":           true,
+			"exchange_exchange_bindings":   true,
+			"basic.nack":                   true,
+			"consumer_cancel_notify":       true,
+			"connection.blocked":           true,
+			"consumer_priorities":          true,
+			"authentication_failure_close": true,
+			"per_consumer_qos":             true,
+			"direct_reply_to":              true,
+		},
+		"cluster_name": "warren",
+		"copyright":    "Warren authors",
+		"information":  "Warren, a log-structured message broker; see its README",
+		"platform":     "Go " + strings.TrimPrefix(runtime.Version(), "go"),
+		"product":      "Warren",
+		"version":      ServerVersion,
+	}
+}
+
+// handshake runs protocol header, start, tune and open.
+func (c *conn) handshake() error {
+	hdr, err := c.fr.ReadProtocolHeader()
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(hdr[:], wire.ProtocolHeader[:]) && hdr != [8]byte{'A', 'M', 'Q', 'P', 1, 1, 0, 9} {
+		// Any other header gets ours back and the socket closes.
+		c.out.frames(func(b []byte) []byte { return append(b, wire.ProtocolHeader[:]...) })
+		return errClosed
+	}
+	c.send(0, &wire.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(),
+		Mechanisms:       "PLAIN AMQPLAIN",
+		Locales:          "en_US",
+	})
+	m, err := c.readMethod()
+	if err != nil {
+		return err
+	}
+	so, ok := m.(*wire.ConnectionStartOk)
+	if !ok {
+		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.start_ok', got '%s'", m.MethodName()).withMethod(m))
+	}
+	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
+		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
+		c.authFailClose, _ = caps["authentication_failure_close"].(bool)
+	}
+	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
+	if aerr != nil {
+		return c.hardClose(aerr.withMethod(so))
+	}
+	if _, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+		c.log.Info("login refused", "user", user, "mechanism", so.Mechanism, "err", err)
+		if c.authFailClose {
+			text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
+			if errors.Is(err, queues.ErrLoopbackOnly) {
+				text = fmt.Sprintf("user '%s' can only connect via localhost", user)
+			}
+			c.out.frames(func(b []byte) []byte {
+				return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.AccessRefused, ReplyText: "ACCESS_REFUSED - " + text, FailingClassID: so.ClassID(), FailingMethodID: so.MethodID()})
+			})
+		}
+		return errClosed
+	}
+	c.user = user
+	c.send(0, &wire.ConnectionTune{ChannelMax: c.srv.cfg.ChannelMax, FrameMax: c.srv.cfg.FrameMax, Heartbeat: c.srv.cfg.Heartbeat})
+	m, err = c.readMethod()
+	if err != nil {
+		return err
+	}
+	to, ok := m.(*wire.ConnectionTuneOk)
+	if !ok {
+		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.tune_ok', got '%s'", m.MethodName()).withMethod(m))
+	}
+	if e := c.negotiate(to); e != nil {
+		return c.hardClose(e.withMethod(to))
+	}
+	m, err = c.readMethod()
+	if err != nil {
+		return err
+	}
+	open, ok := m.(*wire.ConnectionOpen)
+	if !ok {
+		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.open', got '%s'", m.MethodName()).withMethod(m))
+	}
+	if err := c.broker.CheckVHostAccess(c.user, open.VirtualHost); err != nil {
+		return c.hardClose(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, c.user).withMethod(open))
+	}
+	c.vhost = open.VirtualHost
+	c.send(0, &wire.ConnectionOpenOk{})
+	return nil
+}
+
+// negotiate applies tune-ok, refusing values above what the server
+// offered (RabbitMQ's validate_negotiated_integer_value).
+func (c *conn) negotiate(to *wire.ConnectionTuneOk) *amqpError {
+	cfg := c.srv.cfg
+	if to.ChannelMax == 0 || to.ChannelMax > cfg.ChannelMax {
+		return newError(wire.NotAllowed, "negotiated channel_max = %s is higher than the maximum allowed value (%d)", limitText(uint32(to.ChannelMax)), cfg.ChannelMax)
+	}
+	if to.FrameMax == 0 || to.FrameMax > cfg.FrameMax {
+		return newError(wire.NotAllowed, "negotiated frame_max = %s is higher than the maximum allowed value (%d)", limitText(to.FrameMax), cfg.FrameMax)
+	}
+	if to.FrameMax < wire.FrameMinSize {
+		return newError(wire.NotAllowed, "negotiated frame_max = %d is lower than the minimum allowed value (%d)", to.FrameMax, wire.FrameMinSize)
+	}
+	c.frameMax = to.FrameMax
+	c.channelMax = to.ChannelMax
+	// RabbitMQ adopts the client's heartbeat without validating it.
+	c.heartbeat.Store(int64(time.Duration(to.Heartbeat) * time.Second))
+	return nil
+}
+
+func limitText(v uint32) string {
+	if v == 0 {
+		return "0 (no limit)"
+	}
+	return strconv.FormatUint(uint64(v), 10)
+}
+
+// parseResponse decodes a PLAIN or AMQPLAIN response.
+func parseResponse(mechanism, response string) (user, pass string, err *amqpError) {
+	switch mechanism {
+	case "PLAIN":
+		parts := strings.Split(response, "\x00")
+		if len(parts) != 3 || parts[0] != "" {
+			return "", "", newError(wire.SyntaxError, "PLAIN response is not '\\0user\\0password'")
+		}
+		return parts[1], parts[2], nil
+	case "AMQPLAIN":
+		buf := binary.BigEndian.AppendUint32(nil, uint32(len(response)))
+		buf = append(buf, response...)
+		t, _, terr := wire.ReadTable(buf)
+		if terr != nil {
+			return "", "", newError(wire.SyntaxError, "AMQPLAIN response: %v", terr)
+		}
+		u, ok1 := t["LOGIN"].(string)
+		p, ok2 := t["PASSWORD"].(string)
+		if !ok1 || !ok2 {
+			return "", "", newError(wire.SyntaxError, "AMQPLAIN response lacks LOGIN or PASSWORD")
+		}
+		return u, p, nil
+	}
+	return "", "", newError(wire.CommandInvalid, "unknown authentication mechanism '%s'", mechanism)
+}
+
+// dispatch handles one frame of an open connection.
+func (c *conn) dispatch(f wire.Frame) error {
+	if f.Type == wire.FrameHeartbeat {
+		if f.Channel != 0 {
+			return newError(wire.UnexpectedFrame, "heartbeat frame on channel %d", f.Channel)
+		}
+		return nil
+	}
+	if f.Channel == 0 {
+		if f.Type != wire.FrameMethod {
+			return newError(wire.UnexpectedFrame, "expected a method frame on channel 0, got frame type %d", f.Type)
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return decodeError(err)
+		}
+		return c.handleConnectionMethod(m)
+	}
+	ch := c.channels[f.Channel]
+	if ch == nil {
+		if f.Type != wire.FrameMethod {
+			return newError(wire.ChannelError, "expected 'channel.open'")
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return decodeError(err)
+		}
+		open, ok := m.(*wire.ChannelOpen)
+		if !ok {
+			return newError(wire.ChannelError, "expected 'channel.open'").withMethod(m)
+		}
+		if len(c.channels) >= int(c.channelMax) {
+			return newError(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax).withMethod(open)
+		}
+		ch = newChannel(c, f.Channel)
+		c.channels[f.Channel] = ch
+		c.send(f.Channel, &wire.ChannelOpenOk{})
+		return nil
+	}
+	return ch.handleFrame(f)
+}
+
+// decodeError maps a method decoding failure to RabbitMQ's answer.
+func decodeError(err error) *amqpError {
+	if errors.Is(err, wire.ErrUnknownMethod) {
+		return newError(wire.CommandInvalid, "%v", err)
+	}
+	return newError(wire.FrameError, "cannot decode method: %v", err)
+}
+
+func (c *conn) handleConnectionMethod(m wire.Method) error {
+	switch m := m.(type) {
+	case *wire.ConnectionClose:
+		for id, ch := range c.channels {
+			ch.shutdown()
+			delete(c.channels, id)
+		}
+		c.send(0, &wire.ConnectionCloseOk{})
+		return errClosed
+	case *wire.ConnectionCloseOk:
+		return errClosed
+	case *wire.ConnectionUpdateSecret:
+		c.send(0, &wire.ConnectionUpdateSecretOk{})
+		return nil
+	default:
+		return newError(wire.ChannelError, "unexpected method in connection state running").withMethod(m)
+	}
+}
+
+// channelClosed forgets a channel after its close handshake.
+func (c *conn) channelClosed(id uint16) {
+	delete(c.channels, id)
+}

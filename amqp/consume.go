@@ -1,0 +1,300 @@
+package amqp
+
+import (
+	"sort"
+
+	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
+)
+
+// pendingAck is a delivery awaiting the client's ack.
+type pendingAck struct {
+	tag uint64
+	q   *queues.Queue
+	id  uint64
+}
+
+type settleMode uint8
+
+const (
+	settleAck settleMode = iota
+	settleRequeue
+	settleDiscard
+)
+
+// settle acks, requeues or discards deliveries, grouped by queue and in
+// delivery order within each queue.
+func settle(acks []pendingAck, mode settleMode) {
+	if len(acks) == 0 {
+		return
+	}
+	var ids []uint64
+	for len(acks) > 0 {
+		q := acks[0].q
+		ids = ids[:0]
+		rest := acks[:0]
+		for _, a := range acks {
+			if a.q == q {
+				ids = append(ids, a.id)
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		switch mode {
+		case settleAck:
+			q.Ack(ids...)
+		case settleRequeue:
+			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+			q.Requeue(ids...)
+		case settleDiscard:
+			q.Discard(ids...)
+		}
+		acks = rest
+	}
+}
+
+// consumer is a basic.consume on this channel; it is the queue's Sink.
+type consumer struct {
+	ch      *channel
+	tag     string
+	q       *queues.Queue
+	qc      *queues.Consumer
+	noAck   bool
+	deliver wire.BasicDeliver // reused under ch.mu
+}
+
+// Deliver sends one message to the client. The frames are queued while
+// ch.mu is held, so delivery tags reach the client in ascending order.
+func (cs *consumer) Deliver(d *queues.Delivery) {
+	ch := cs.ch
+	ch.c.out.waitRoom()
+	ch.mu.Lock()
+	if ch.mu.closed || ch.mu.consumers[cs.tag] != cs {
+		// Cancelled while the message was on its way: give it back.
+		ch.mu.Unlock()
+		if !cs.noAck {
+			d.Queue.Requeue(d.ID)
+		}
+		return
+	}
+	ch.mu.nextTag++
+	tag := ch.mu.nextTag
+	if !cs.noAck {
+		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID})
+	}
+	cs.deliver = wire.BasicDeliver{
+		ConsumerTag: cs.tag,
+		DeliveryTag: tag,
+		Redelivered: d.Redelivered,
+		Exchange:    d.Exchange,
+		RoutingKey:  d.RoutingKey,
+	}
+	frameMax := ch.c.frameMax
+	ch.c.out.frames(func(b []byte) []byte {
+		b = wire.AppendMethodFrame(b, ch.id, &cs.deliver)
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), d.Props)
+		return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
+	})
+	ch.mu.Unlock()
+}
+
+// Cancelled is the queue ending the consumer (the queue was deleted):
+// the client hears basic.cancel if it said it understands it.
+func (cs *consumer) Cancelled(q *queues.Queue, tag string) {
+	ch := cs.ch
+	ch.mu.Lock()
+	if ch.mu.consumers[cs.tag] != cs {
+		ch.mu.Unlock()
+		return
+	}
+	delete(ch.mu.consumers, cs.tag)
+	closed := ch.mu.closed
+	ch.mu.Unlock()
+	if !closed && ch.c.cancelNotify {
+		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: cs.tag, NoWait: true})
+	}
+}
+
+func (ch *channel) handleConsume(m *wire.BasicConsume) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermRead, "queue", name); err != nil {
+		return err
+	}
+	q, err := ch.c.broker.Queue(ch.c.vhost, name)
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = randomName("amq.ctag-")
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if _, dup := ch.mu.consumers[tag]; dup {
+		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
+	}
+	cs := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck}
+	qc, err := q.Consume(queues.ConsumerOptions{
+		Tag:       tag,
+		NoAck:     m.NoAck,
+		Exclusive: m.Exclusive,
+		Prefetch:  ch.prefetch,
+		Channel:   ch.limit,
+		Owner:     ch.c,
+		Sink:      cs,
+	})
+	if err != nil {
+		return err
+	}
+	cs.qc = qc
+	ch.mu.consumers[tag] = cs
+	if !m.NoWait {
+		// Queued under ch.mu: no delivery can precede it.
+		ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
+	}
+	return nil
+}
+
+func (ch *channel) handleCancel(m *wire.BasicCancel) error {
+	ch.mu.Lock()
+	cs := ch.mu.consumers[m.ConsumerTag]
+	delete(ch.mu.consumers, m.ConsumerTag)
+	ch.mu.Unlock()
+	if cs != nil {
+		cs.q.Cancel(cs.qc)
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+	}
+	return nil
+}
+
+func (ch *channel) handleGet(m *wire.BasicGet) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermRead, "queue", name); err != nil {
+		return err
+	}
+	q, err := ch.c.broker.Queue(ch.c.vhost, name)
+	if err != nil {
+		return err
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	frameMax := ch.c.frameMax
+	got, err := q.Get(ch.c, m.NoAck, func(d *queues.Delivery) {
+		ch.mu.nextTag++
+		tag := ch.mu.nextTag
+		if !m.NoAck {
+			ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID})
+		}
+		ok := &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: d.MessageCount}
+		ch.c.out.frames(func(b []byte) []byte {
+			b = wire.AppendMethodFrame(b, ch.id, ok)
+			b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), d.Props)
+			return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if !got {
+		ch.c.send(ch.id, &wire.BasicGetEmpty{})
+	}
+	return nil
+}
+
+// handleAck settles deliveries: tag and everything below it with
+// multiple, everything with tag 0 and multiple. An unknown tag is 406.
+func (ch *channel) handleAck(tag uint64, multiple bool, mode settleMode) error {
+	if ch.tx != nil {
+		// Buffered until commit.
+		ch.mu.Lock()
+		taken, ok := ch.takeLocked(tag, multiple)
+		ch.mu.Unlock()
+		if !ok {
+			return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
+		}
+		ch.tx.acks = append(ch.tx.acks, txAck{acks: taken, mode: mode})
+		return nil
+	}
+	ch.mu.Lock()
+	taken, ok := ch.takeLocked(tag, multiple)
+	ch.mu.Unlock()
+	if !ok {
+		return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
+	}
+	settle(taken, mode)
+	ch.kickLimit()
+	return nil
+}
+
+// takeLocked removes and returns the unacked deliveries an ack covers.
+// As RabbitMQ, the tag itself must be outstanding (tag 0 with multiple
+// means all).
+// REQUIRES: ch.mu held.
+func (ch *channel) takeLocked(tag uint64, multiple bool) ([]pendingAck, bool) {
+	u := ch.mu.unacked
+	if multiple && tag == 0 {
+		ch.mu.unacked = nil
+		return u, true
+	}
+	i := sort.Search(len(u), func(i int) bool { return u[i].tag >= tag })
+	if i == len(u) || u[i].tag != tag {
+		return nil, false
+	}
+	if multiple {
+		taken := append([]pendingAck(nil), u[:i+1]...)
+		ch.mu.unacked = append(u[:0], u[i+1:]...)
+		return taken, true
+	}
+	taken := []pendingAck{u[i]}
+	ch.mu.unacked = append(u[:i], u[i+1:]...)
+	return taken, true
+}
+
+// kickLimit wakes the queues this channel consumes from when a shared
+// channel limit may have room again.
+func (ch *channel) kickLimit() {
+	if ch.limit.Limit == 0 {
+		return
+	}
+	ch.mu.Lock()
+	qs := make([]*queues.Queue, 0, len(ch.mu.consumers))
+	for _, cs := range ch.mu.consumers {
+		qs = append(qs, cs.q)
+	}
+	ch.mu.Unlock()
+	for _, q := range qs {
+		q.Kick()
+	}
+}
+
+// recover requeues every unacked delivery of the channel.
+func (ch *channel) recover() {
+	ch.mu.Lock()
+	u := ch.mu.unacked
+	ch.mu.unacked = nil
+	ch.mu.Unlock()
+	settle(u, settleRequeue)
+	ch.kickLimit()
+}
+
+func (ch *channel) handleQos(m *wire.BasicQos) error {
+	if m.PrefetchSize != 0 {
+		return newError(wire.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	if !m.Global {
+		ch.prefetch = int(m.PrefetchCount)
+	} else {
+		ch.limit.SetLimit(int(m.PrefetchCount))
+		ch.kickLimit()
+	}
+	ch.c.send(ch.id, &wire.BasicQosOk{})
+	return nil
+}

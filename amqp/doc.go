@@ -1,0 +1,40 @@
+// Package amqp serves AMQP 0-9-1 (port 5672) on top of package queues:
+// connections, channels and the methods of RabbitMQ's dialect, with
+// RabbitMQ 4.x's reply codes and texts.
+//
+// # Goroutines
+//
+// Each connection has a reader goroutine (conn.serve) that owns the
+// handshake, the channel table, content assembly and every method, and a
+// writer goroutine (outQueue.writeLoop) that owns the socket's write side
+// and coalesces queued frames into single writes. Queue dispatchers call
+// a consumer's Deliver from their own goroutines; log writers confirm
+// publishes from theirs. Both reach a channel only through channel.mu
+// (deliveries and unacked tags) and channel.conf (confirms).
+//
+// # Lock order
+//
+//	channel.mu → queue locks (inside package queues) → outQueue.mu
+//	confirms.mu → outQueue.mu
+//
+// Queues call Sink methods without their locks held, so a delivery may
+// take channel.mu.
+//
+// # Errors
+//
+// A channel error (soft code) sends channel.close and ignores the channel
+// until the close handshake ends; its consumers are cancelled and its
+// unacked messages requeued at once, as RabbitMQ's channel process exits.
+// A connection error (hard code) sends connection.close and waits, bounded,
+// for close-ok.
+package amqp
+
+import (
+	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
+)
+
+func init() {
+	// Decimal values may appear in declared arguments the catalog keeps.
+	queues.RegisterArgType(wire.Decimal{})
+}

@@ -1,0 +1,229 @@
+package amqp
+
+import (
+	"strings"
+
+	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
+)
+
+// stripNewlines removes CR and LF from names, as RabbitMQ does.
+func stripNewlines(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}
+
+func (ch *channel) handleQueueDeclare(m *wire.QueueDeclare) error {
+	name := stripNewlines(m.Queue)
+	if name == "" && m.Passive {
+		var err error
+		if name, err = ch.queueName(""); err != nil {
+			return err
+		}
+	}
+	if name != "" && !m.Passive {
+		if err := ch.check(queues.PermConfigure, "queue", name); err != nil {
+			return err
+		}
+	}
+	if !m.Passive && !m.Durable && !m.Exclusive && ch.c.srv.cfg.DenyTransientNonExclusive {
+		return newError(wire.InternalError, "Feature `transient_nonexcl_queues` is deprecated. Declaring a queue that is neither durable nor exclusive is denied by this broker's configuration.")
+	}
+	q, messages, consumers, err := ch.c.broker.DeclareQueue(queues.DeclareOptions{
+		Def: queues.QueueDef{
+			VHost:      ch.c.vhost,
+			Name:       name,
+			Type:       queues.QueueClassic,
+			Durable:    m.Durable,
+			Exclusive:  m.Exclusive,
+			AutoDelete: m.AutoDelete,
+			Args:       normalizeTable(m.Arguments),
+		},
+		Passive: m.Passive,
+		Owner:   ch.c,
+	})
+	if err != nil {
+		return err
+	}
+	name = q.Def().Name
+	ch.lastQueue = name
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.QueueDeclareOk{Queue: name, MessageCount: uint32(messages), ConsumerCount: uint32(consumers)})
+	}
+	return nil
+}
+
+// normalizeTable hands the model a plain map.
+func normalizeTable(t wire.Table) map[string]any {
+	if t == nil {
+		return nil
+	}
+	return map[string]any(t)
+}
+
+func (ch *channel) handleQueueBind(queue, exchange, key string, args wire.Table, noWait, bind bool) error {
+	name, err := ch.queueName(stripNewlines(queue))
+	if err != nil {
+		return err
+	}
+	if queue == "" && key == "" {
+		key = name
+	}
+	if err := ch.check(queues.PermWrite, "queue", name); err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermRead, "exchange", exchange); err != nil {
+		return err
+	}
+	if err := ch.checkExclusive(name); err != nil {
+		return err
+	}
+	def := queues.BindingDef{VHost: ch.c.vhost, Source: exchange, DestKind: queues.DestQueue, Dest: name, Key: key, Args: normalizeTable(args)}
+	if bind {
+		if err := ch.c.broker.Bind(def); err != nil {
+			return err
+		}
+		if !noWait {
+			ch.c.send(ch.id, &wire.QueueBindOk{})
+		}
+		return nil
+	}
+	if err := ch.c.broker.Unbind(def); err != nil {
+		return err
+	}
+	ch.c.send(ch.id, &wire.QueueUnbindOk{})
+	return nil
+}
+
+// checkExclusive refuses another connection's exclusive queue (405).
+func (ch *channel) checkExclusive(name string) error {
+	q, err := ch.c.broker.Queue(ch.c.vhost, name)
+	if err != nil {
+		return nil // the operation itself reports a missing queue
+	}
+	return q.CheckOwner(ch.c)
+}
+
+func (ch *channel) handleQueuePurge(m *wire.QueuePurge) error {
+	name, err := ch.queueName(stripNewlines(m.Queue))
+	if err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermRead, "queue", name); err != nil {
+		return err
+	}
+	q, err := ch.c.broker.Queue(ch.c.vhost, name)
+	if err != nil {
+		return err
+	}
+	if err := q.CheckOwner(ch.c); err != nil {
+		return err
+	}
+	n, err := q.Purge()
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: uint32(n)})
+	}
+	return nil
+}
+
+func (ch *channel) handleQueueDelete(m *wire.QueueDelete) error {
+	name, err := ch.queueName(stripNewlines(m.Queue))
+	if err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermConfigure, "queue", name); err != nil {
+		return err
+	}
+	n, err := ch.c.broker.DeleteQueue(ch.c.vhost, name, ch.c, m.IfUnused, m.IfEmpty)
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.QueueDeleteOk{MessageCount: uint32(n)})
+	}
+	return nil
+}
+
+func (ch *channel) handleExchangeDeclare(m *wire.ExchangeDeclare) error {
+	name := stripNewlines(m.Exchange)
+	if m.Passive {
+		if name == "" {
+			// The default exchange always exists.
+			if !m.NoWait {
+				ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
+			}
+			return nil
+		}
+		if _, err := ch.c.broker.Exchange(ch.c.vhost, name); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
+		}
+		return nil
+	}
+	if err := ch.check(queues.PermConfigure, "exchange", name); err != nil {
+		return err
+	}
+	err := ch.c.broker.DeclareExchange(queues.ExchangeDef{
+		VHost:      ch.c.vhost,
+		Name:       name,
+		Type:       m.Type,
+		Durable:    m.Durable,
+		AutoDelete: m.AutoDelete,
+		Internal:   m.Internal,
+		Args:       normalizeTable(m.Arguments),
+	})
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
+	}
+	return nil
+}
+
+func (ch *channel) handleExchangeDelete(m *wire.ExchangeDelete) error {
+	name := stripNewlines(m.Exchange)
+	if err := ch.check(queues.PermConfigure, "exchange", name); err != nil {
+		return err
+	}
+	if err := ch.c.broker.DeleteExchange(ch.c.vhost, name, m.IfUnused); err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.ExchangeDeleteOk{})
+	}
+	return nil
+}
+
+func (ch *channel) handleExchangeBind(dest, source, key string, args wire.Table, noWait, bind bool) error {
+	if err := ch.check(queues.PermWrite, "exchange", dest); err != nil {
+		return err
+	}
+	if err := ch.check(queues.PermRead, "exchange", source); err != nil {
+		return err
+	}
+	def := queues.BindingDef{VHost: ch.c.vhost, Source: source, DestKind: queues.DestExchange, Dest: dest, Key: key, Args: normalizeTable(args)}
+	if bind {
+		if err := ch.c.broker.Bind(def); err != nil {
+			return err
+		}
+		if !noWait {
+			ch.c.send(ch.id, &wire.ExchangeBindOk{})
+		}
+		return nil
+	}
+	if err := ch.c.broker.Unbind(def); err != nil {
+		return err
+	}
+	if !noWait {
+		ch.c.send(ch.id, &wire.ExchangeUnbindOk{})
+	}
+	return nil
+}

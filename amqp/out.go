@@ -1,0 +1,139 @@
+package amqp
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/warren-mq/warren/amqp/wire"
+)
+
+// outQueue holds a connection's outgoing frames. Any goroutine may append
+// (the reader with replies, queue dispatchers with deliveries, log writers
+// with confirms); the writer goroutine swaps the buffer out and writes it
+// with one system call, so frames coalesce under load.
+type outQueue struct {
+	mu struct {
+		sync.Mutex
+		buf    []byte
+		closed bool
+	}
+	drained *sync.Cond    // signalled when the writer takes the buffer
+	signal  chan struct{} // cap 1; never closed
+	limit   int           // deliveries wait while more than this is queued
+}
+
+func newOutQueue(limit int) *outQueue {
+	q := &outQueue{signal: make(chan struct{}, 1), limit: limit}
+	q.drained = sync.NewCond(&q.mu.Mutex)
+	return q
+}
+
+// frames appends what fn writes. It reports false once the queue is
+// closed. It never waits: replies and confirms must not block.
+func (q *outQueue) frames(fn func(b []byte) []byte) bool {
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.buf = fn(q.mu.buf)
+	q.mu.Unlock()
+	q.kick()
+	return true
+}
+
+// framesFlow is frames for deliveries: it first waits while the queue
+// holds more than the limit, so that a slow client pushes back on the
+// queues that feed it.
+func (q *outQueue) framesFlow(fn func(b []byte) []byte) bool {
+	q.mu.Lock()
+	for len(q.mu.buf) > q.limit && !q.mu.closed {
+		q.drained.Wait()
+	}
+	if q.mu.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.buf = fn(q.mu.buf)
+	q.mu.Unlock()
+	q.kick()
+	return true
+}
+
+// waitRoom waits while more than the limit is queued, so that a slow
+// client pushes back on the queues that deliver to it.
+func (q *outQueue) waitRoom() {
+	q.mu.Lock()
+	for len(q.mu.buf) > q.limit && !q.mu.closed {
+		q.drained.Wait()
+	}
+	q.mu.Unlock()
+}
+
+func (q *outQueue) kick() {
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// close refuses further frames; the writer sends what is queued and
+// exits.
+func (q *outQueue) close() {
+	q.mu.Lock()
+	q.mu.closed = true
+	q.drained.Broadcast()
+	q.mu.Unlock()
+	q.kick()
+}
+
+// writeLoop is the connection's writer goroutine. It sends a heartbeat
+// when nothing was written for half the heartbeat interval, and returns
+// when the queue is closed and drained, on a write error, or when done is
+// closed.
+func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <-chan struct{}) error {
+	defer q.close()
+	var spare []byte
+	lastWrite := time.Now()
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-q.signal:
+		case <-ticker.C:
+			if hb := heartbeat(); hb > 0 && time.Since(lastWrite) >= hb/2 {
+				q.frames(wire.AppendHeartbeat)
+			}
+			continue
+		case <-done:
+			return nil
+		}
+		q.mu.Lock()
+		buf, closed := q.mu.buf, q.mu.closed
+		q.mu.buf = spare[:0]
+		q.drained.Broadcast()
+		q.mu.Unlock()
+		if len(buf) > 0 {
+			nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := nc.Write(buf); err != nil {
+				return err
+			}
+			lastWrite = time.Now()
+		}
+		if cap(buf) <= 4<<20 {
+			spare = buf
+		} else {
+			spare = nil
+		}
+		if closed {
+			q.mu.Lock()
+			empty := len(q.mu.buf) == 0
+			q.mu.Unlock()
+			if empty {
+				return nil
+			}
+			q.kick()
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/warren-mq/warren/queues"
+)
+
+// Defaults offered in connection.tune, as RabbitMQ's.
+const (
+	DefaultFrameMax       = 131072
+	DefaultChannelMax     = 2047
+	DefaultHeartbeat      = 60
+	DefaultMaxMessageSize = 128 << 20
+)
+
+// Config configures a Server.
+type Config struct {
+	Broker *queues.Broker
+	Logger *slog.Logger
+	// FrameMax, ChannelMax and Heartbeat (seconds) are offered in
+	// connection.tune; zero means the defaults above.
+	FrameMax   uint32
+	ChannelMax uint16
+	Heartbeat  uint16
+	// MaxMessageSize bounds a message body; zero means 128 MiB.
+	MaxMessageSize uint64
+	// HandshakeTimeout bounds the time from accept to connection.open-ok;
+	// zero means 10 seconds, as RabbitMQ's handshake_timeout.
+	HandshakeTimeout time.Duration
+	// DenyTransientNonExclusive refuses durable=false exclusive=false
+	// queue declarations as RabbitMQ 4.3 does (541). Off by default: the
+	// ≤4.2 behaviour that common client code relies on.
+	DenyTransientNonExclusive bool
+}
+
+// Server serves AMQP 0-9-1 on listeners handed to Serve.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+		closed    bool
+	}
+	wg sync.WaitGroup
+}
+
+// NewServer returns a server for cfg.
+func NewServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.FrameMax == 0 {
+		cfg.FrameMax = DefaultFrameMax
+	}
+	if cfg.ChannelMax == 0 {
+		cfg.ChannelMax = DefaultChannelMax
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.mu.listeners = map[net.Listener]struct{}{}
+	s.mu.conns = map[*conn]struct{}{}
+	return s
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("amqp: server closed")
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.mu.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go pprof.Do(context.Background(), pprof.Labels("amqp-conn", nc.RemoteAddr().String()), func(context.Context) {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// Close stops the listeners, closes every connection (320
+// CONNECTION_FORCED, as a RabbitMQ shutdown does) and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	for ln := range s.mu.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	s.wg.Wait()
+	return nil
+}
