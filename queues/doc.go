@@ -1,16 +1,25 @@
 // Package queues is the broker's model, shared by the protocol front ends:
-// virtual hosts, users and their permissions, and the catalog of streams,
-// persisted in pebble; and the registry of open streams (package osiris)
-// that the front ends publish to and read from.
+// virtual hosts, users and their permissions, streams and super streams,
+// AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
+// headers.go), and classic queues as views over private logs (queue.go,
+// classic*.go), all catalogued in pebble.
 //
-// Catalog keys (values are JSON):
+// Catalog keys (values are JSON; argument tables inside them are typed,
+// see table.go):
 //
-//	v/<vhost>                 VHost
-//	u/<user>                  User (salted SHA-256 password hash)
-//	p/<vhost> 0x00 <user>     Permissions (configure, write, read regexps)
-//	s/<vhost> 0x00 <stream>   StreamDef (directory id and arguments)
-//	n/stream-id               the last stream directory id handed out
+//	v/<vhost>                  VHost
+//	u/<user>                   User (salted SHA-256 password hash)
+//	p/<vhost> 0x00 <user>      Permissions (configure, write, read regexps)
+//	s/<vhost> 0x00 <stream>    StreamDef (directory id and arguments)
+//	x/<vhost> 0x00 <name>      SuperStreamDef
+//	e/<vhost> 0x00 <exchange>  a durable exchange
+//	b/<vhost> 0x00 <identity>  a binding whose source and destination are durable
+//	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
+//	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go)
+//	n/stream-id                the last directory id handed out (streams and queues)
 //
-// Every change is written with pebble.Sync before the call returns, so a
-// protocol front end replies -ok only for what is on disk.
+// Definitions are written with pebble.Sync before the call returns, so a
+// protocol front end replies -ok only for what is on disk. Ack state is
+// written without sync at most every 100 ms and synced on close: after a
+// crash, messages acked since are redelivered, never lost.
 package queues
