@@ -17,7 +17,7 @@ const wait = 10 * time.Second
 
 // testBroker is a broker with an AMQP server on a free loopback port.
 type testBroker struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	broker *queues.Broker
 	srv    *Server
@@ -31,7 +31,7 @@ type brokerOpts struct {
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
-func startBroker(t *testing.T, o brokerOpts) *testBroker {
+func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	t.Helper()
 	if o.dir == "" {
 		o.dir = t.TempDir()
