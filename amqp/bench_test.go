@@ -69,4 +69,3 @@ func BenchmarkClassic1p1c(b *testing.B) {
 		})
 	}
 }
-

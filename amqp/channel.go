@@ -139,6 +139,13 @@ func (ch *channel) shutdown() {
 	unacked := ch.mu.unacked
 	ch.mu.unacked = nil
 	ch.mu.Unlock()
+	if ch.tx != nil {
+		// Acks of an uncommitted transaction settled nothing.
+		for _, a := range ch.tx.acks {
+			unacked = append(unacked, a.acks...)
+		}
+		ch.tx.reset()
+	}
 	for _, cs := range consumers {
 		cs.q.Cancel(cs.qc)
 	}
@@ -230,7 +237,7 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		if ch.tx == nil {
 			return newError(wire.PreconditionFailed, "channel is not transactional")
 		}
-		ch.tx.reset()
+		ch.rollback()
 		ch.c.send(ch.id, &wire.TxRollbackOk{})
 	case *wire.ChannelFlow:
 		if !m.Active {
@@ -273,6 +280,19 @@ func (ch *channel) check(kind queues.Perm, resourceKind, name string) error {
 		return newError(wire.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", kind, resourceKind, res, ch.c.vhost, ch.c.user)
 	}
 	return nil
+}
+
+// checkAny checks that the user has any permission on a resource, as
+// passive declares require (RabbitMQ's check_any_resource_access_permitted,
+// rabbitmq-server#16085); configure is tried last, so that a refusal
+// reads as a declare's would.
+func (ch *channel) checkAny(resourceKind, name string) error {
+	for _, kind := range [...]queues.Perm{queues.PermRead, queues.PermWrite} {
+		if ch.check(kind, resourceKind, name) == nil {
+			return nil
+		}
+	}
+	return ch.check(queues.PermConfigure, resourceKind, name)
 }
 
 // queueName resolves an empty queue name to the channel's last declared

@@ -433,6 +433,9 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 			ch.shutdown()
 			delete(c.channels, id)
 		}
+		// As RabbitMQ's close_connection: the exclusive queues are gone
+		// before close-ok.
+		c.broker.OwnerClosed(c)
 		c.send(0, &wire.ConnectionCloseOk{})
 		return errClosed
 	case *wire.ConnectionCloseOk:

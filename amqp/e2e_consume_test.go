@@ -1,10 +1,10 @@
 package amqp
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -221,7 +221,8 @@ func TestAutoDeleteAndServerCancel(t *testing.T) {
 		if tag != "watcher" {
 			t.Fatalf("cancelled %q", tag)
 		}
-	case <-context.Background().Done():
+	case <-time.After(wait):
+		t.Fatal("no basic.cancel after the queue was deleted")
 	}
 }
 

@@ -17,13 +17,12 @@ func stripNewlines(s string) string {
 
 func (ch *channel) handleQueueDeclare(m *wire.QueueDeclare) error {
 	name := stripNewlines(m.Queue)
-	if name == "" && m.Passive {
-		var err error
-		if name, err = ch.queueName(""); err != nil {
+	if m.Passive {
+		// No empty-name shortcut here: RabbitMQ looks for the queue ''.
+		if err := ch.checkAny("queue", name); err != nil {
 			return err
 		}
-	}
-	if name != "" && !m.Passive {
+	} else if name != "" {
 		if err := ch.check(queues.PermConfigure, "queue", name); err != nil {
 			return err
 		}
@@ -152,12 +151,11 @@ func (ch *channel) handleQueueDelete(m *wire.QueueDelete) error {
 func (ch *channel) handleExchangeDeclare(m *wire.ExchangeDeclare) error {
 	name := stripNewlines(m.Exchange)
 	if m.Passive {
-		if name == "" {
-			// The default exchange always exists.
-			if !m.NoWait {
-				ch.c.send(ch.id, &wire.ExchangeDeclareOk{})
+		// The default exchange is refused (403) before any permission.
+		if name != "" {
+			if err := ch.checkAny("exchange", name); err != nil {
+				return err
 			}
-			return nil
 		}
 		if _, err := ch.c.broker.Exchange(ch.c.vhost, name); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"sort"
 	"sync"
 
 	"github.com/warren-mq/warren/amqp/wire"
@@ -24,11 +25,29 @@ type txAck struct {
 	mode settleMode
 }
 
-// reset is tx.rollback: buffered publishes are dropped and buffered acks
-// go back to the unacked set (nothing was settled).
+// reset forgets what the transaction buffered.
 func (t *txState) reset() {
 	t.pubs = nil
 	t.acks = nil
+}
+
+// rollback is tx.rollback: buffered publishes are dropped and buffered
+// acks go back to the unacked set (nothing was settled), as RabbitMQ
+// does.
+func (ch *channel) rollback() {
+	var back []pendingAck
+	for _, a := range ch.tx.acks {
+		back = append(back, a.acks...)
+	}
+	ch.tx.reset()
+	if len(back) == 0 {
+		return
+	}
+	ch.mu.Lock()
+	u := append(ch.mu.unacked, back...)
+	sort.Slice(u, func(i, j int) bool { return u[i].tag < u[j].tag })
+	ch.mu.unacked = u
+	ch.mu.Unlock()
 }
 
 // commit publishes and settles what the transaction buffered, waits until
