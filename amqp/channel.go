@@ -260,21 +260,25 @@ func (ch *channel) handleMethod(m wire.Method) error {
 	return nil
 }
 
-// check checks a permission, caching the answer for the channel's life
-// as RabbitMQ does.
+// check checks a permission, caching a grant for the channel's life as
+// RabbitMQ does.
 func (ch *channel) check(kind queues.Perm, resourceKind, name string) error {
 	res := name
 	if resourceKind == "exchange" && name == "" {
 		res = "amq.default"
 	}
 	k := permKey{kind, resourceKind[:1] + res}
-	ok, seen := ch.perms[k]
-	if !seen {
+	ok := ch.perms[k]
+	if !ok {
+		// Only grants are cached, as RabbitMQ does: a refusal is checked
+		// again next time, so a permission granted meanwhile takes effect.
 		ok = ch.c.broker.CheckPermission(ch.c.user, ch.c.vhost, kind, res) == nil
-		if len(ch.perms) > 1024 {
-			clear(ch.perms)
+		if ok {
+			if len(ch.perms) > 1024 {
+				clear(ch.perms)
+			}
+			ch.perms[k] = true
 		}
-		ch.perms[k] = ok
 	}
 	if !ok {
 		return newError(wire.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", kind, resourceKind, res, ch.c.vhost, ch.c.user)

@@ -15,8 +15,9 @@ import (
 type outQueue struct {
 	mu struct {
 		sync.Mutex
-		buf    []byte
-		closed bool
+		buf     []byte
+		closed  bool
+		flushes []*confirms // confirm states to flush before the next write
 	}
 	drained *sync.Cond    // signalled when the writer takes the buffer
 	signal  chan struct{} // cap 1; never closed
@@ -78,6 +79,35 @@ func (q *outQueue) kick() {
 	}
 }
 
+// requestFlush asks the writer to flush c's settled confirms before its
+// next write: completions that arrive together coalesce into one ack.
+func (q *outQueue) requestFlush(c *confirms) {
+	q.mu.Lock()
+	if !c.queued && !q.mu.closed {
+		c.queued = true
+		q.mu.flushes = append(q.mu.flushes, c)
+	}
+	q.mu.Unlock()
+	q.kick()
+}
+
+// runFlushes flushes the confirm states queued by requestFlush.
+func (q *outQueue) runFlushes(scratch []*confirms) []*confirms {
+	q.mu.Lock()
+	scratch = append(scratch[:0], q.mu.flushes...)
+	clear(q.mu.flushes)
+	q.mu.flushes = q.mu.flushes[:0]
+	for _, c := range scratch {
+		c.queued = false
+	}
+	q.mu.Unlock()
+	for _, c := range scratch {
+		c.flush()
+	}
+	clear(scratch)
+	return scratch[:0]
+}
+
 // close refuses further frames; the writer sends what is queued and
 // exits.
 func (q *outQueue) close() {
@@ -95,6 +125,7 @@ func (q *outQueue) close() {
 func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <-chan struct{}) error {
 	defer q.close()
 	var spare []byte
+	var flushes []*confirms
 	lastWrite := time.Now()
 	ticker := time.NewTicker(250 * time.Millisecond)
 	defer ticker.Stop()
@@ -109,6 +140,7 @@ func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <
 		case <-done:
 			return nil
 		}
+		flushes = q.runFlushes(flushes)
 		q.mu.Lock()
 		buf, closed := q.mu.buf, q.mu.closed
 		q.mu.buf = spare[:0]

@@ -265,8 +265,9 @@ func (ch *channel) sendReturn(code uint16, text, exchange, key string, props, bo
 // goroutines); acks go out coalesced with multiple=true up to the lowest
 // sequence still pending.
 type confirms struct {
-	ch *channel
-	on atomic.Bool
+	ch     *channel
+	on     atomic.Bool
+	queued bool // in the out queue's flush list; guarded by outQueue.mu
 
 	mu struct {
 		sync.Mutex
@@ -402,7 +403,9 @@ func (p *pubConfirm) complete(err error) {
 		return
 	}
 	if p.c != nil {
-		p.c.flush()
+		// The writer goroutine flushes before its next write, so the
+		// completions of one log batch go out as one multiple ack.
+		p.c.ch.c.out.requestFlush(p.c)
 	}
 }
 
