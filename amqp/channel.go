@@ -34,6 +34,13 @@ type channel struct {
 	tx        *txState         // non-nil once tx.select
 	routeBuf  []string
 	keyBuf    []string
+	targets   []*queues.Queue
+	acks      []pendingAck
+	ids       []uint64
+	scratch   struct {
+		publish wire.BasicPublish
+		ack     wire.BasicAck
+	}
 
 	conf    confirms
 	barrier barrier
@@ -85,7 +92,7 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 		if ch.assembly.active {
 			return newError(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
 		}
-		m, derr := wire.DecodeMethod(f.Payload)
+		m, derr := ch.decode(f.Payload)
 		if derr != nil {
 			return decodeError(derr)
 		}
@@ -112,6 +119,28 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 	}
 	ch.fail(e)
 	return e
+}
+
+// decode decodes a method, into reused structs for the per-message
+// methods (publish, ack) so that the hot path allocates nothing.
+func (ch *channel) decode(payload []byte) (wire.Method, error) {
+	classID, methodID, args, err := wire.SplitMethod(payload)
+	if err != nil || classID != wire.ClassBasic {
+		return wire.DecodeMethod(payload)
+	}
+	var m wire.Method
+	switch methodID {
+	case wire.MethodBasicPublish:
+		m = &ch.scratch.publish
+	case wire.MethodBasicAck:
+		m = &ch.scratch.ack
+	default:
+		return wire.DecodeMethod(payload)
+	}
+	if err := m.ReadArgs(args); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // fail is a channel error: RabbitMQ's channel process ends at once, so
@@ -149,7 +178,7 @@ func (ch *channel) shutdown() {
 	for _, cs := range consumers {
 		cs.q.Cancel(cs.qc)
 	}
-	settle(unacked, settleRequeue)
+	ch.settle(unacked, settleRequeue)
 	ch.conf.close()
 }
 

@@ -23,12 +23,13 @@ const (
 )
 
 // settle acks, requeues or discards deliveries, grouped by queue and in
-// delivery order within each queue.
-func settle(acks []pendingAck, mode settleMode) {
+// delivery order within each queue. It runs on the reader goroutine.
+func (ch *channel) settle(acks []pendingAck, mode settleMode) {
 	if len(acks) == 0 {
 		return
 	}
-	var ids []uint64
+	ids := ch.ids[:0]
+	defer func() { ch.ids = ids[:0] }()
 	for len(acks) > 0 {
 		q := acks[0].q
 		ids = ids[:0]
@@ -215,7 +216,7 @@ func (ch *channel) handleAck(tag uint64, multiple bool, mode settleMode) error {
 	if ch.tx != nil {
 		// Buffered until commit.
 		ch.mu.Lock()
-		taken, ok := ch.takeLocked(tag, multiple)
+		taken, ok := ch.takeLocked(nil, tag, multiple)
 		ch.mu.Unlock()
 		if !ok {
 			return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
@@ -224,12 +225,14 @@ func (ch *channel) handleAck(tag uint64, multiple bool, mode settleMode) error {
 		return nil
 	}
 	ch.mu.Lock()
-	taken, ok := ch.takeLocked(tag, multiple)
+	taken, ok := ch.takeLocked(ch.acks[:0], tag, multiple)
 	ch.mu.Unlock()
 	if !ok {
 		return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
 	}
-	settle(taken, mode)
+	ch.settle(taken, mode)
+	clear(taken)
+	ch.acks = taken[:0]
 	ch.kickLimit()
 	return nil
 }
@@ -238,24 +241,30 @@ func (ch *channel) handleAck(tag uint64, multiple bool, mode settleMode) error {
 // As RabbitMQ, the tag itself must be outstanding (tag 0 with multiple
 // means all).
 // REQUIRES: ch.mu held.
-func (ch *channel) takeLocked(tag uint64, multiple bool) ([]pendingAck, bool) {
+func (ch *channel) takeLocked(dst []pendingAck, tag uint64, multiple bool) ([]pendingAck, bool) {
 	u := ch.mu.unacked
 	if multiple && tag == 0 {
-		ch.mu.unacked = nil
-		return u, true
+		dst = append(dst, u...)
+		clear(u)
+		ch.mu.unacked = u[:0]
+		return dst, true
 	}
 	i := sort.Search(len(u), func(i int) bool { return u[i].tag >= tag })
 	if i == len(u) || u[i].tag != tag {
-		return nil, false
+		return dst, false
 	}
 	if multiple {
-		taken := append([]pendingAck(nil), u[:i+1]...)
-		ch.mu.unacked = append(u[:0], u[i+1:]...)
-		return taken, true
+		dst = append(dst, u[:i+1]...)
+		n := copy(u, u[i+1:])
+		clear(u[n:])
+		ch.mu.unacked = u[:n]
+		return dst, true
 	}
-	taken := []pendingAck{u[i]}
-	ch.mu.unacked = append(u[:i], u[i+1:]...)
-	return taken, true
+	dst = append(dst, u[i])
+	n := i + copy(u[i:], u[i+1:])
+	clear(u[n:])
+	ch.mu.unacked = u[:n]
+	return dst, true
 }
 
 // kickLimit wakes the queues this channel consumes from when a shared
@@ -281,7 +290,7 @@ func (ch *channel) recover() {
 	u := ch.mu.unacked
 	ch.mu.unacked = nil
 	ch.mu.Unlock()
-	settle(u, settleRequeue)
+	ch.settle(u, settleRequeue)
 	ch.kickLimit()
 }
 

@@ -145,7 +145,11 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 	}
 	msg := queues.Message{Exchange: exchange, RoutingKey: key, Props: props, Body: body, Persistent: pv.DeliveryMode == 2}
 	rec := queues.EncodeRecord(nil, &msg)
-	var targets []*queues.Queue
+	targets := ch.targets[:0]
+	defer func() {
+		clear(targets)
+		ch.targets = targets[:0]
+	}()
 	for _, name := range qs {
 		q, err := ch.c.broker.Queue(ch.c.vhost, name)
 		if err == nil {

@@ -67,7 +67,7 @@ func (ch *channel) commit() error {
 	}
 	wg.Wait()
 	for _, a := range t.acks {
-		settle(a.acks, a.mode)
+		ch.settle(a.acks, a.mode)
 	}
 	ch.kickLimit()
 	t.reset()
