@@ -5,9 +5,9 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/warren-mq/warren/amqp/wire"
 )
 
 // declareBound declares an exclusive server-named queue bound to
@@ -175,30 +175,31 @@ func TestExchangeDeclareErrors(t *testing.T) {
 }
 
 func TestMandatoryReturnBeforeConfirm(t *testing.T) {
+	// amqp091-go hands returns and confirms to separate Go channels, so
+	// the order is checked on the wire.
 	tb := startBroker(t, brokerOpts{})
-	_, ch := confirmChannel(t, tb)
-	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
-	if err := ch.PublishWithContext(context.Background(), "amq.direct", "nowhere", true, false, amqp091.Publishing{Body: []byte("back")}); err != nil {
-		t.Fatal(err)
+	c := rawDial(t, tb.addr)
+	c.open(0)
+	c.openChannel(1)
+	c.send(1, &wire.ConfirmSelect{})
+	c.expect(1, "confirm.select-ok")
+	b := wire.AppendMethodFrame(nil, 1, &wire.BasicPublish{Exchange: "amq.direct", RoutingKey: "nowhere", Mandatory: true})
+	b = wire.AppendHeaderFrame(b, 1, wire.ClassBasic, 4, []byte{0, 0})
+	b = wire.AppendBodyFrames(b, 1, []byte("back"), 131072)
+	c.write(b)
+	r := c.expect(1, "basic.return").(*wire.BasicReturn)
+	if r.ReplyCode != 312 || r.ReplyText != "NO_ROUTE" || r.Exchange != "amq.direct" || r.RoutingKey != "nowhere" {
+		t.Fatalf("return %+v", r)
 	}
-	select {
-	case r := <-returns:
-		if r.ReplyCode != 312 || r.ReplyText != "NO_ROUTE" || r.Exchange != "amq.direct" || r.RoutingKey != "nowhere" || string(r.Body) != "back" {
-			t.Fatalf("return %+v", r)
-		}
-	case c := <-confirms:
-		t.Fatalf("confirm %+v before the return", c)
-	case <-time.After(wait):
-		t.Fatal("no return")
+	if f := c.frame(); f.Type != wire.FrameHeader {
+		t.Fatalf("frame type %d after basic.return, want a content header", f.Type)
 	}
-	select {
-	case c := <-confirms:
-		if !c.Ack || c.DeliveryTag != 1 {
-			t.Fatalf("confirm %+v", c)
-		}
-	case <-time.After(wait):
-		t.Fatal("no confirm")
+	if f := c.frame(); f.Type != wire.FrameBody || string(f.Payload) != "back" {
+		t.Fatalf("frame %d %q, want the body", f.Type, f.Payload)
+	}
+	ack := c.expect(1, "basic.ack").(*wire.BasicAck)
+	if ack.DeliveryTag != 1 || ack.Multiple {
+		t.Fatalf("confirm %+v", ack)
 	}
 }
 
