@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,4 +175,77 @@ func BenchmarkStreamRead(b *testing.B) {
 			b.ReportMetric(float64(b.N*chunks)/b.Elapsed().Seconds(), "chunks/s")
 		})
 	}
+}
+
+// BenchmarkIdleStreams opens idleStreams streams, appends one message to
+// each, waits past the idle timeout and reports what an idle stream costs
+// (goroutines, open files and heap per stream) and what the first append
+// after the idle period costs (resume-µs: restarting the writer and
+// reopening the active segment), beside an append to a running writer
+// (hot-µs). It makes the same measurement whatever b.N is.
+func BenchmarkIdleStreams(b *testing.B) {
+	const (
+		idleStreams = 2000
+		idle        = 200 * time.Millisecond
+	)
+	for b.Loop() {
+		root := b.TempDir()
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		g0, f0 := runtime.NumGoroutine(), processFiles(b)
+		streams := openStreams(b, root, idleStreams, idle)
+		deadline := time.Now().Add(10 * time.Second)
+		for _, s := range streams {
+			for writerRunning(s) {
+				if time.Now().After(deadline) {
+					b.Fatalf("stream %s still running", s.dir)
+				}
+				time.Sleep(idle / 4)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // exiting writers return
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		g1, f1 := runtime.NumGoroutine(), processFiles(b)
+		b.ReportMetric(float64(g1-g0)/idleStreams, "goroutines/stream")
+		b.ReportMetric(float64(f1-f0)/idleStreams, "fds/stream")
+		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/idleStreams, "heap-B/stream")
+
+		resume := make([]time.Duration, idleStreams)
+		hot := make([]time.Duration, idleStreams)
+		for i, s := range streams {
+			for j, d := range []*time.Duration{&resume[i], &hot[i]} {
+				start := time.Now()
+				if _, err := s.Append(context.Background(), "", msg(fmt.Sprint("after-", j))); err != nil {
+					b.Fatal(err)
+				}
+				*d = time.Since(start)
+			}
+		}
+		slices.Sort(resume)
+		slices.Sort(hot)
+		mean := func(ds []time.Duration) float64 {
+			var sum time.Duration
+			for _, d := range ds {
+				sum += d
+			}
+			return float64(sum.Microseconds()) / float64(len(ds))
+		}
+		b.ReportMetric(mean(resume), "resume-µs")
+		b.ReportMetric(float64(resume[len(resume)*99/100].Microseconds()), "resume-p99-µs")
+		b.ReportMetric(mean(hot), "hot-µs")
+		for _, s := range streams {
+			s.Close()
+		}
+	}
+}
+
+// processFiles counts this process's open file descriptors.
+func processFiles(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
 }

@@ -36,6 +36,7 @@ const (
 	DefaultFsyncInterval    = 200 * time.Millisecond
 	DefaultMaxChunkBytes    = 1<<20 - 64 // a Deliver frame of one chunk stays within a 1 MiB frame max
 	DefaultRetentionEvery   = time.Minute
+	DefaultIdleTimeout      = 30 * time.Second
 	// MaxSegmentSizeLimit is the largest segment size a stream accepts.
 	MaxSegmentSizeLimit = 3_000_000_000
 	// MaxReferenceLen bounds tracking references (consumer and producer).
@@ -104,6 +105,13 @@ type Options struct {
 	// MaxChunkBytes bounds a chunk's entry data (a larger single entry
 	// still gets a chunk of its own). 0 means DefaultMaxChunkBytes.
 	MaxChunkBytes int
+	// IdleTimeout is how long the writer stays up with nothing to do
+	// before it stops its goroutine and lets go of the active segment's
+	// files (it goes after between one and two IdleTimeouts without work;
+	// the next write starts it again, without recovery). 0 means
+	// DefaultIdleTimeout; negative keeps the writer and its files up from
+	// Open to Close.
+	IdleTimeout time.Duration
 	// Logger receives recovery and retention events; nil discards them.
 	Logger *slog.Logger
 }
@@ -114,6 +122,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = DefaultRetentionEvery
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.MaxChunkBytes <= 0 {
 		o.MaxChunkBytes = DefaultMaxChunkBytes

@@ -37,7 +37,7 @@ const (
 func crashProducer(g int) string     { return fmt.Sprintf("p%d", g) }
 func crashConsumer(p string) string  { return "c-" + p }
 func crashConfig() Config            { return Config{MaxSegmentSize: 64 << 10} }
-func crashOptions() Options          { return Options{RetentionInterval: -1} }
+func crashOptions() Options          { return Options{RetentionInterval: -1, IdleTimeout: time.Millisecond} }
 func crashEntry(b []byte) []byte     { return segment.AppendSimpleEntry(nil, b) }
 func crashPad(rng *rand.Rand) string { return strings.Repeat("x", rng.IntN(200)) }
 
@@ -93,6 +93,20 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		fail("open %s: %v", dir, err)
 	}
+	// Now and then all producers pause for longer than twice the
+	// IdleTimeout, so that the writer goes idle (closing its files) and
+	// resumes, and the kill may come in either.
+	var gate sync.RWMutex
+	go func() {
+		rng := rand.New(rand.NewPCG(seed, crashProducers))
+		for {
+			time.Sleep(time.Duration(rng.IntN(5000)) * time.Microsecond)
+			gate.Lock()
+			time.Sleep(time.Duration(2000+rng.IntN(3000)) * time.Microsecond)
+			gate.Unlock()
+			say("idles %d", s.idles.Load())
+		}
+	}()
 	var wg sync.WaitGroup
 	for g := range crashProducers {
 		wg.Go(func() {
@@ -114,7 +128,9 @@ func TestCrashChild(t *testing.T) {
 				for id := from; id < from+n; id++ {
 					batch = append(batch, Message{Entry: crashEntry(crashBody(p, id, crashPad(rng))), PublishingID: id})
 				}
+				gate.RLock()
 				r, err := s.Append(context.Background(), p, batch...)
+				gate.RUnlock()
 				if err != nil {
 					fail("%s: append %d..%d: %v", p, from, from+n-1, err)
 				}
@@ -141,6 +157,7 @@ type crashState struct {
 	durable   map[string]uint64 // consumer -> offset stored before a confirmed append
 	pending   map[string]uint64 // producer -> offset stored, not yet followed by a confirm
 	lines     int               // confirmed lines of the current run
+	idles     uint64            // times the current run's writer went idle, as last reported
 }
 
 func newCrashState() *crashState {
@@ -150,6 +167,10 @@ func newCrashState() *crashState {
 // apply takes one line of a child's stdout.
 func (st *crashState) apply(t *testing.T, line string) {
 	f := strings.Fields(line)
+	if len(f) == 2 && f[0] == "idles" {
+		st.idles, _ = strconv.ParseUint(f[1], 10, 64)
+		return
+	}
 	if len(f) == 3 && (f[0] == "confirmed" || f[0] == "stored") {
 		v, err := strconv.ParseUint(f[2], 10, 64)
 		if err != nil {
@@ -219,7 +240,7 @@ func runCrashChild(t *testing.T, dir string, seed uint64, killAfter int, st *cra
 	}()
 
 	clear(st.pending) // offsets the last child stored but never confirmed
-	st.lines = 0
+	st.lines, st.idles = 0, 0
 	killed := false
 	var tail []string // last lines, for failure messages
 	deadline := time.NewTimer(20 * time.Second)
@@ -467,8 +488,8 @@ func TestCrashKill9(t *testing.T) {
 				killAfter = 1 + rng.IntN(5) // very early: maybe in the first roll or still in Open
 			}
 			runCrashChild(t, dir, rng.Uint64(), killAfter, st)
-			t.Logf("iteration %d run %d: killed after %d confirmed batches (%d seen); confirmed %v",
-				it, run, killAfter, st.lines, st.confirmed)
+			t.Logf("iteration %d run %d: killed after %d confirmed batches (%d seen, writer idle %d times); confirmed %v",
+				it, run, killAfter, st.lines, st.idles, st.confirmed)
 			checkCrashedStream(t, dir, st)
 		}
 	}

@@ -19,6 +19,22 @@
 // committed tail to readers and then calls each batch's Done. While one
 // write and sync is in flight the next batches accumulate: group commit.
 //
+// # Idle streams
+//
+// An idle stream costs no goroutine and no open file. The writer
+// goroutine starts with the first write (a stream opens idle) and exits
+// after Options.IdleTimeout with nothing queued, having let go of the
+// active segment, whose files then close like a sealed segment's: when the
+// last reader holding them moves on. Readers that have read everything
+// let go of the active segment while they wait (see Reader.Park). The
+// writer keeps in memory the tail, the next offset and the tracking, so it
+// resumes by reopening the active segment's two files (segment.Open checks
+// the last chunk, which must end where the writer left it); tracking is not
+// replayed again. Requests on an idle stream (Flush, TruncateBefore, SetRetention,
+// EnforceRetention) run on the caller's goroutine without starting the
+// writer; the retention timer is a time.AfterFunc, which costs no goroutine
+// between ticks and takes the writer only when something is due.
+//
 // # Tracking
 //
 // Consumer offsets (reference -> offset) and publisher sequences (producer

@@ -63,7 +63,8 @@ type ReaderOptions struct {
 }
 
 // Chunk is one committed chunk handed out by a Reader. File and the
-// positions stay valid until the reader's next call to Next or Close.
+// positions stay valid until the reader's next call to Next, TryNext, Park
+// or Close (use Hold to keep them longer).
 type Chunk struct {
 	Header segment.Header
 	Bloom  []byte   // the chunk's Bloom bytes (valid until the next Next)
@@ -90,11 +91,15 @@ func (c *Chunk) ReadData(buf []byte) ([]byte, error) {
 
 // Reader reads a stream's committed chunks in order. A Reader is used by
 // one goroutine.
+//
+// A reader that has read everything committed lets go of the active
+// segment (it parks) and takes it again when more is committed, so that
+// readers waiting at the end of an idle stream keep no file open.
 type Reader struct {
 	s    *Stream
 	opts ReaderOptions
-	ref  *segRef          // segment being read (held)
-	seg  *segment.Segment // its open segment
+	ref  *segRef          // segment being read: held, or parked at its end; nil once closed
+	seg  *segment.Segment // its open segment while held; nil while parked
 	pos  int64            // next chunk position in seg
 	hbuf []byte           // header + Bloom scratch
 	next uint64           // offset after the last chunk returned or skipped
@@ -277,7 +282,7 @@ func (r *Reader) Wait() <-chan struct{} { return r.s.tail.Load().wake }
 
 func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 	for {
-		if r.seg == nil {
+		if r.ref == nil {
 			return Chunk{}, false, nil, ErrClosed
 		}
 		t := r.s.tail.Load()
@@ -289,6 +294,12 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 				// The stream closed under the reader.
 				return Chunk{}, false, nil, ErrClosed
 			}
+		}
+		if r.pos < end && r.seg == nil {
+			if err := r.unpark(); err != nil {
+				return Chunk{}, false, nil, err
+			}
+			continue
 		}
 		if r.pos < end {
 			h, bloom, err := r.seg.ReadHeader(r.pos, end, r.hbuf)
@@ -307,6 +318,7 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 			return c, true, nil, nil
 		}
 		if !sealed {
+			r.park()
 			return Chunk{}, false, t.wake, nil
 		}
 		// Move to the next segment in the current list.
@@ -323,12 +335,63 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 	}
 }
 
+// Park tells the reader that its caller is done with the chunks it
+// returned (their File may close). A reader that has read everything
+// committed then lets go of the active segment's files at once, as Next
+// and TryNext do when they find nothing more, instead of keeping them
+// open until its next call; anywhere else Park does nothing, so that
+// reading on reopens nothing. A queue that reads each chunk into memory
+// calls it after reading, so that it holds no file once it is idle.
+func (r *Reader) Park() {
+	if r.seg == nil {
+		return
+	}
+	t := r.s.tail.Load()
+	if _, sealed := r.ref.extent(); !sealed && t.segs[len(t.segs)-1] == r.ref && r.pos >= t.active.Size {
+		r.park()
+	}
+}
+
+// park lets go of the segment being read but stays positioned in it.
+func (r *Reader) park() {
+	if r.seg != nil {
+		r.ref.release()
+		r.seg = nil
+	}
+}
+
+// unpark takes the parked segment again. If retention removed it
+// meanwhile (it was sealed since), the reader goes on at the oldest chunk
+// at or after where it stopped.
+func (r *Reader) unpark() error {
+	seg, err := r.ref.acquire()
+	if err == nil {
+		r.seg = seg
+		return nil
+	}
+	r.ref = nil
+	if !errors.Is(err, errSegmentRemoved) {
+		return err
+	}
+	select {
+	case <-r.s.closed:
+		return ErrClosed
+	default:
+	}
+	for attempt := 0; ; attempt++ {
+		err := r.atOffset(r.s.tail.Load(), r.next)
+		if err == nil || !errors.Is(err, errSegmentRemoved) || attempt > 3 {
+			return err
+		}
+	}
+}
+
 // release lets go of the segment being read.
 func (r *Reader) release() {
-	if r.ref != nil {
+	if r.ref != nil && r.seg != nil {
 		r.ref.release()
-		r.ref, r.seg = nil, nil
 	}
+	r.ref, r.seg = nil, nil
 }
 
 // Close releases the reader's segment.

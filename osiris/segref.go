@@ -10,8 +10,11 @@ import (
 )
 
 // segRef is one segment of a stream as the stream and its readers share it.
-// Sealed segments are opened lazily by whoever first needs them and closed
-// when retention removes them and the last reader lets go.
+// Its files are open only while somebody holds it: a reader positioned in
+// it, or the writer while it appends to it (the active segment). Whoever
+// first needs the files opens them; the last holder to let go closes them,
+// sealed or active alike, so an idle stream keeps no file open. A removed
+// segment's files stay readable by the holders left.
 type segRef struct {
 	// Static after construction.
 	dir  string
@@ -19,22 +22,30 @@ type segRef struct {
 
 	mu struct {
 		sync.Mutex
-		seg     *segment.Segment // nil until opened
-		refs    int              // readers holding seg, plus one for the stream while listed
-		removed bool             // files deleted; close when refs drops to 0
-		sealed  bool             // no more appends; final is set
-		final   segment.Tail     // extent of a sealed segment
+		seg      *segment.Segment // nil while nobody holds the segment
+		refs     int              // holders (readers, the writer) plus one for the stream while listed
+		removed  bool             // files deleted, or the stream closed
+		sealed   bool             // no more appends; final is set
+		final    segment.Tail     // extent of a sealed segment
+		lastTs   int64            // timestamp of the newest chunk, when lastTsOK
+		lastTsOK bool             // lastTs is known (sealed segments only)
 	}
 }
 
-func newSegRef(dir string, base uint64, seg *segment.Segment, sealed bool) *segRef {
+// newSegRef returns a listed segment nobody holds yet.
+func newSegRef(dir string, base uint64, sealed bool) *segRef {
 	r := &segRef{dir: dir, base: base}
-	r.mu.seg = seg
 	r.mu.refs = 1
 	r.mu.sealed = sealed
-	if seg != nil && sealed {
-		r.mu.final = seg.Tail()
-	}
+	return r
+}
+
+// newActiveRef returns the listed segment the writer has just opened (or
+// created) and holds.
+func newActiveRef(dir string, base uint64, seg *segment.Segment) *segRef {
+	r := newSegRef(dir, base, false)
+	r.mu.seg = seg
+	r.mu.refs++
 	return r
 }
 
@@ -51,9 +62,14 @@ func (r *segRef) acquire() (*segment.Segment, error) {
 		if err != nil {
 			return nil, err
 		}
-		_ = rec // a sealed segment only needs repair after outside damage
+		// A sealed segment only needs repair after outside damage, and
+		// the active one is opened only while the writer is idle (it holds
+		// the segment while it writes), so that there is nothing to repair.
+		_ = rec
 		r.mu.seg = seg
-		r.mu.final = seg.Tail()
+		if r.mu.sealed {
+			r.mu.final = seg.Tail()
+		}
 	}
 	r.mu.refs++
 	return r.mu.seg, nil
@@ -67,11 +83,11 @@ func (r *segRef) release() {
 	r.closeIdleLocked()
 }
 
-// closeIdleLocked closes the files of a sealed segment no reader holds,
-// and of a removed one.
+// closeIdleLocked closes the files of a segment nobody holds: only the
+// stream's listing reference is left, or (removed) none.
 // REQUIRES: r.mu held.
 func (r *segRef) closeIdleLocked() {
-	idle := r.mu.refs == 0 || (r.mu.sealed && r.mu.refs == 1 && !r.mu.removed)
+	idle := r.mu.refs == 0 || (r.mu.refs == 1 && !r.mu.removed)
 	if idle && r.mu.seg != nil {
 		r.mu.seg.Close()
 		r.mu.seg = nil
@@ -86,12 +102,14 @@ func (r *segRef) extent() (segment.Tail, bool) {
 	return r.mu.final, r.mu.sealed
 }
 
-// seal marks the segment complete at t.
-func (r *segRef) seal(t segment.Tail) {
+// seal marks the segment complete at t; lastTs is its newest chunk's
+// timestamp when ok.
+func (r *segRef) seal(t segment.Tail, lastTs int64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mu.sealed = true
 	r.mu.final = t
+	r.mu.lastTs, r.mu.lastTsOK = lastTs, ok
 	r.closeIdleLocked()
 }
 
@@ -122,19 +140,34 @@ func (r *segRef) fileSize() (int64, error) {
 	return st.Size(), nil
 }
 
-// lastTimestamp is the timestamp of the segment's newest chunk.
+// lastTimestamp is the timestamp of a sealed segment's newest chunk. It
+// is remembered, so that retention checks on an idle stream open no file.
 func (r *segRef) lastTimestamp() (int64, error) {
+	r.mu.Lock()
+	ts, ok := r.mu.lastTs, r.mu.lastTsOK
+	r.mu.Unlock()
+	if ok {
+		return ts, nil
+	}
 	seg, err := r.acquire()
 	if err != nil {
 		return 0, err
 	}
 	defer r.release()
-	ext, _ := r.extent()
-	if ext.Count == 0 {
-		return 0, nil
+	ext, sealed := r.extent()
+	if ext.Count > 0 {
+		var rec segment.IndexRecord
+		if rec, err = seg.Record(ext.Count - 1); err != nil {
+			return 0, err
+		}
+		ts = rec.Timestamp
 	}
-	rec, err := seg.Record(ext.Count - 1)
-	return rec.Timestamp, err
+	if sealed {
+		r.mu.Lock()
+		r.mu.lastTs, r.mu.lastTsOK = ts, true
+		r.mu.Unlock()
+	}
+	return ts, nil
 }
 
 // hold takes one more reference on an open segment, even one retention has

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -102,16 +101,19 @@ type Stream struct {
 		offsets  []offsetUpdate
 		requests []func() // run by the writer goroutine
 		closed   bool
+		running  bool // the writer role is held (see idle.go)
 	}
-	signal chan struct{} // cap 1: work is queued; never closed
-	closed chan struct{} // closed by Close: readers stop waiting
-	done   chan struct{} // closed when the writer goroutine has exited
+	signal    chan struct{}  // cap 1: work is queued; never closed
+	closed    chan struct{}  // closed by Close: readers stop waiting
+	wg        sync.WaitGroup // holders of the writer role, retention ticks
+	retention *time.Timer    // retention timer, nil when disabled; guarded by q
 
 	lastWritten atomic.Int64 // last written chunk id, -1 when none
 	duplicates  atomic.Uint64
+	idles       atomic.Uint64 // times the writer goroutine went idle and exited
 	closeOnce   sync.Once
 	closeErr    error
-	w           *writer // owned by the writer goroutine after open
+	w           *writer // owned by the holder of the writer role
 }
 
 type offsetUpdate struct {
@@ -154,7 +156,6 @@ func Open(dir string, opts Options) (*Stream, error) {
 		track:  newTracking(),
 		signal: make(chan struct{}, 1),
 		closed: make(chan struct{}),
-		done:   make(chan struct{}),
 	}
 	s.cfg.Store(&cfg)
 	w, err := openWriter(s)
@@ -162,7 +163,17 @@ func Open(dir string, opts Options) (*Stream, error) {
 		return nil, err
 	}
 	s.w = w
-	go pprof.Do(context.Background(), pprof.Labels("osiris-writer", dir), func(context.Context) { w.run() })
+	s.q.Lock()
+	if s.opts.IdleTimeout > 0 {
+		// Born idle: the first write starts the writer.
+		w.suspend()
+	} else {
+		s.notify(s.claimWriterLocked())
+	}
+	if s.opts.RetentionInterval > 0 {
+		s.retention = time.AfterFunc(s.opts.RetentionInterval, s.retentionTick)
+	}
+	s.q.Unlock()
 	return s, nil
 }
 
@@ -210,16 +221,10 @@ func (s *Stream) Submit(b *Batch) error {
 		return ErrClosed
 	}
 	s.q.batches = append(s.q.batches, b)
+	start := s.claimWriterLocked()
 	s.q.Unlock()
-	s.kick()
+	s.notify(start)
 	return nil
-}
-
-func (s *Stream) kick() {
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
 }
 
 // Append submits msgs as one batch and waits until they are durable.
@@ -252,8 +257,9 @@ func (s *Stream) StoreOffset(ref string, offset uint64) error {
 	s.track.offsets[ref] = offset
 	s.track.mu.Unlock()
 	s.q.offsets = append(s.q.offsets, offsetUpdate{ref, offset})
+	start := s.claimWriterLocked()
 	s.q.Unlock()
-	s.kick()
+	s.notify(start)
 	return nil
 }
 
@@ -264,17 +270,26 @@ func (s *Stream) QueryOffset(ref string) (uint64, bool) { return s.track.offset(
 // reference ref, 0 when there is none.
 func (s *Stream) PublisherSequence(ref string) uint64 { return s.track.sequence(ref) }
 
-// do runs fn on the writer goroutine and waits for it.
+// do runs fn with the writer role and waits for it: on the writer
+// goroutine after what is queued, or, when the writer is idle (nothing is
+// queued), at once on the calling goroutine. fn must not write to the
+// active segment: it may find it suspended.
 func (s *Stream) do(fn func()) error {
-	ch := make(chan struct{})
 	s.q.Lock()
 	if s.q.closed {
 		s.q.Unlock()
 		return ErrClosed
 	}
+	if s.claimWriterLocked() {
+		s.q.Unlock()
+		fn()
+		s.releaseWriter()
+		return nil
+	}
+	ch := make(chan struct{})
 	s.q.requests = append(s.q.requests, func() { fn(); close(ch) })
 	s.q.Unlock()
-	s.kick()
+	s.notify(false)
 	<-ch
 	return nil
 }
@@ -361,16 +376,26 @@ func firstRecord(t *tail) (segment.IndexRecord, bool) {
 }
 
 // Close stops the writer after it has written everything queued, wakes
-// blocked readers and closes the files.
+// blocked readers, syncs and closes the files.
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() {
 		s.q.Lock()
 		s.q.closed = true
+		running := s.q.running
+		if s.retention != nil {
+			s.retention.Stop()
+		}
 		s.q.Unlock()
-		s.kick()
-		<-s.done
+		if running {
+			s.notify(false)
+		}
+		s.wg.Wait() // nobody holds the writer role from here on
 		close(s.closed)
-		s.closeErr = s.w.close()
+		w := s.w
+		if w.dirty && w.werr == nil {
+			w.sync()
+		}
+		s.closeErr = w.close()
 	})
 	return s.closeErr
 }

@@ -3,6 +3,7 @@ package osiris
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/warren-mq/warren/segment"
@@ -13,19 +14,21 @@ import (
 const flushBytes = 8 << 20
 
 // writer owns the active segment and everything that changes the log. All
-// its fields are owned by the writer goroutine (and by openWriter before it
-// starts).
+// its fields are owned by whoever holds the writer role (see idle.go): the
+// writer goroutine, a caller running a request while the writer is idle,
+// or openWriter and Close.
 type writer struct {
 	s *Stream
 
 	segs       []*segRef        // oldest first; copied on change (readers hold old slices)
-	active     *segment.Segment // the last segment
-	activeRef  *segRef
-	segHasUser bool   // the active segment (or buf) holds a user chunk
-	next       uint64 // next offset to assign
-	lastTs     int64  // timestamp of the last chunk, ms
-	lastChunk  int64  // last written chunk id, -1 when none
-	lastUser   int64  // last written user chunk id, -1 when none
+	active     *segment.Segment // the last segment, held through activeRef; nil while suspended
+	activeRef  *segRef          // the last segment
+	idleTail   segment.Tail     // extent of the active segment while suspended
+	segHasUser bool             // the active segment (or buf) holds a user chunk
+	next       uint64           // next offset to assign
+	lastTs     int64            // timestamp of the last chunk, ms
+	lastChunk  int64            // last written chunk id, -1 when none
+	lastUser   int64            // last written user chunk id, -1 when none
 
 	buf           []byte           // chunks built and not yet written
 	hdrs          []segment.Header // headers of the chunks in buf
@@ -42,6 +45,7 @@ type writer struct {
 
 	dirty    bool      // data written since the last sync
 	lastSync time.Time // for FsyncInterval
+	work     uint64    // rounds that found work queued, for the idle check
 }
 
 type seqRec struct {
@@ -49,9 +53,13 @@ type seqRec struct {
 	seq uint64
 }
 
+// sealing is a segment rolled away from in this cycle, still held by the
+// writer, to seal when the cycle commits.
 type sealing struct {
-	ref *segRef
-	ext segment.Tail
+	ref    *segRef
+	ext    segment.Tail
+	lastTs int64 // newest chunk's timestamp, when hasTs
+	hasTs  bool
 }
 
 // openWriter recovers the stream's state from its directory.
@@ -67,7 +75,7 @@ func openWriter(s *Stream) (*writer, error) {
 			return nil, err
 		}
 		w.active = seg
-		w.activeRef = newSegRef(s.dir, 0, seg, false)
+		w.activeRef = newActiveRef(s.dir, 0, seg)
 		w.segs = []*segRef{w.activeRef}
 	} else {
 		last := bases[len(bases)-1]
@@ -81,10 +89,10 @@ func openWriter(s *Stream) (*writer, error) {
 				"added_index_records", rec.AddedRecords, "index_rebuilt", rec.IndexRebuilt)
 		}
 		for _, b := range bases[:len(bases)-1] {
-			w.segs = append(w.segs, newSegRef(s.dir, b, nil, true))
+			w.segs = append(w.segs, newSegRef(s.dir, b, true))
 		}
 		w.active = seg
-		w.activeRef = newSegRef(s.dir, last, seg, false)
+		w.activeRef = newActiveRef(s.dir, last, seg)
 		w.segs = append(w.segs, w.activeRef)
 	}
 	if err := w.recoverPosition(); err != nil {
@@ -217,34 +225,45 @@ func replaySegment(seg *segment.Segment, t *tracking) error {
 	}
 }
 
-// run is the writer goroutine.
+// run is the writer goroutine. It holds the writer role, claimed for it
+// by whoever started it, until Close or until it has been idle for
+// Options.IdleTimeout.
 func (w *writer) run() {
-	defer close(w.s.done)
+	defer w.s.wg.Done()
 	cfg := w.s.cfg.Load()
-	var retention <-chan time.Time
-	if w.s.opts.RetentionInterval > 0 {
-		t := time.NewTicker(w.s.opts.RetentionInterval)
-		defer t.Stop()
-		retention = t.C
-	}
 	var syncTick <-chan time.Time
 	if cfg.Fsync == FsyncInterval {
 		t := time.NewTicker(cfg.FsyncInterval)
 		defer t.Stop()
 		syncTick = t.C
 	}
+	var idle *time.Timer
+	var idleC <-chan time.Time
+	if w.s.opts.IdleTimeout > 0 {
+		idle = time.NewTimer(w.s.opts.IdleTimeout)
+		defer idle.Stop()
+		idleC = idle.C
+	}
+	seen := w.work
 	for {
 		select {
 		case <-w.s.signal:
-		case <-retention:
-			if err := w.enforceRetention(); err != nil {
-				w.s.opts.Logger.Error("osiris: retention", "dir", w.s.dir, "err", err)
-			}
-			continue
 		case <-syncTick:
 			if w.dirty && w.werr == nil {
 				w.sync()
 			}
+			continue
+		case <-idleC:
+			if w.work != seen {
+				// Busy during the last period: look again after another.
+				seen = w.work
+				idle.Reset(w.s.opts.IdleTimeout)
+				continue
+			}
+			if w.goIdle() {
+				return
+			}
+			idle.Reset(w.s.opts.IdleTimeout)
 			continue
 		}
 		q := &w.s.q
@@ -259,11 +278,12 @@ func (w *writer) run() {
 			fn()
 		}
 		if closed {
-			// Submissions after closed are refused, so this drained everything.
-			if w.dirty && w.werr == nil {
-				w.sync()
-			}
+			// Submissions after closed are refused, so this drained
+			// everything; Close syncs and closes.
 			return
+		}
+		if len(batches) > 0 || len(offsets) > 0 || len(requests) > 0 {
+			w.work++
 		}
 	}
 }
@@ -271,6 +291,15 @@ func (w *writer) run() {
 // cycle writes one group of batches and tracking updates and confirms them.
 func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 	w.offsets = append(w.offsets, offsets...)
+	if err := w.resume(); err != nil {
+		// The offsets stay pending for the next cycle.
+		for _, b := range batches {
+			if b.Done != nil {
+				b.Done(Result{Err: err})
+			}
+		}
+		return
+	}
 	w.chunkTs = max(w.s.opts.Now().UnixMilli(), w.lastTs)
 	results := make([]Result, len(batches))
 	cfg := w.s.cfg.Load()
@@ -486,7 +515,11 @@ func (w *writer) roll(cfg *Config) error {
 		w.werr = err
 		return err
 	}
-	w.toSeal = append(w.toSeal, sealing{w.activeRef, w.active.Tail()})
+	sl := sealing{ref: w.activeRef, ext: w.active.Tail()}
+	if _, h, ok := w.active.Last(); ok {
+		sl.lastTs, sl.hasTs = h.Timestamp, true
+	}
+	w.toSeal = append(w.toSeal, sl)
 	seg, err := segment.Create(w.s.dir, w.next)
 	if err != nil {
 		w.werr = err
@@ -496,7 +529,7 @@ func (w *writer) roll(cfg *Config) error {
 		w.werr = err
 		return err
 	}
-	ref := newSegRef(w.s.dir, w.next, seg, false)
+	ref := newActiveRef(w.s.dir, w.next, seg)
 	w.segs = append(w.segs[:len(w.segs):len(w.segs)], ref)
 	w.active, w.activeRef = seg, ref
 	w.segHasUser = false
@@ -524,14 +557,24 @@ func (w *writer) commit(cfg *Config) {
 		}
 	}
 	for _, s := range w.toSeal {
-		s.ref.seal(s.ext)
+		s.ref.seal(s.ext, s.lastTs, s.hasTs)
+		s.ref.release() // the writer's hold
 	}
 	w.toSeal = w.toSeal[:0]
 	w.publish()
 }
 
+// sync syncs the active segment's files, opening them for it when the
+// writer is suspended (Close after an idle period under FsyncNone).
 func (w *writer) sync() {
-	if err := w.active.Sync(); err != nil {
+	var err error
+	if w.active != nil {
+		err = w.active.Sync()
+	} else {
+		err = syncFiles(filepath.Join(w.s.dir, segment.SegmentFileName(w.activeRef.base)),
+			filepath.Join(w.s.dir, segment.IndexFileName(w.activeRef.base)))
+	}
+	if err != nil {
 		w.werr = err
 		return
 	}
@@ -543,7 +586,7 @@ func (w *writer) sync() {
 func (w *writer) publish() {
 	t := &tail{
 		segs:      w.segs,
-		active:    w.active.Tail(),
+		active:    w.activeTail(),
 		next:      w.next,
 		lastChunk: w.lastChunk,
 		lastUser:  w.lastUser,
