@@ -43,6 +43,7 @@ type Broker struct {
 	ssMu     sync.Mutex // serialises super stream creation and deletion
 	topo     topoState  // exchanges and bindings (topology_state.go)
 	queues   *queueRegistry
+	pol      policyState // policies (policy.go)
 
 	mu struct {
 		sync.Mutex
@@ -90,6 +91,10 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.openTopology(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.openPolicies(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -188,6 +193,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		}
 	}
 	if err := b.deleteVHostQueues(name); err != nil {
+		return err
+	}
+	if err := b.deleteVHostPolicies(name); err != nil {
 		return err
 	}
 	if err := b.cat.deletePrefix(superStreamKey(name, "")); err != nil {

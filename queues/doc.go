@@ -1,8 +1,8 @@
 // Package queues is the broker's model, shared by the protocol front ends:
 // virtual hosts, users and their permissions, streams and super streams,
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
-// headers.go), and classic queues as views over private logs (queue.go,
-// classic*.go), all catalogued in pebble.
+// headers.go, route_hash*.go), and classic queues as views over private
+// logs (queue.go, classic*.go), all catalogued in pebble.
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):
@@ -17,6 +17,7 @@
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
 //	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go)
 //	n/stream-id                the last directory id handed out (streams and queues)
+//	pol/<vhost> 0x00 <name>    Policy (policy.go; definition values as JSON)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state is

@@ -34,6 +34,7 @@ type routing struct {
 
 	topic   topicScratch
 	headers headersScratch
+	props   RoutingProps // the message's, for x-consistent-hash
 }
 
 var routingPool = sync.Pool{New: func() any { return new(routing) }}
@@ -91,9 +92,10 @@ func (r *routing) hit(b *binding) {
 
 // routeLocked routes from the exchange published to.
 // REQUIRES: vt.mu held.
-func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[string]any, dst []string) []string {
+func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[string]any, props *RoutingProps, dst []string) []string {
 	r := routingPool.Get().(*routing)
 	r.begin(vt, dst)
+	r.props = *props
 	r.visit(from)
 	for len(r.work) > 0 {
 		x := r.work[len(r.work)-1]
@@ -109,6 +111,7 @@ func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[stri
 	}
 	dst = r.dst
 	r.dst = nil
+	r.props = RoutingProps{}
 	r.headers.release()
 	routingPool.Put(r)
 	return dst

@@ -19,6 +19,11 @@ const (
 	ExchangeFanout  = "fanout"
 	ExchangeTopic   = "topic"
 	ExchangeHeaders = "headers"
+
+	// Beyond AMQP 0-9-1 (route_hash*.go).
+	ExchangeConsistentHash = "x-consistent-hash"
+	ExchangeModulusHash    = "x-modulus-hash"
+	ExchangeLocalRandom    = "x-local-random"
 )
 
 // DestKind says whether a binding's destination is a queue or an exchange.
@@ -95,6 +100,9 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 			return Errorf(CodePreconditionFailed, "invalid type '%s' for arg '%s' in %s",
 				fieldType(v), argAlternateExchange, rs("exchange", def.Name, def.VHost))
 		}
+	}
+	if err := validateExchangeArgs(def); err != nil {
+		return err
 	}
 	def.Args = normalizeArgs(def.Args)
 	return b.commitTopo(vt, &topoChange{addX: newExchange(def)})
@@ -276,6 +284,10 @@ func validateBinding(typ string, def BindingDef) error {
 	switch typ {
 	case ExchangeHeaders:
 		return validateXMatch(def.Args)
+	case ExchangeConsistentHash:
+		return validateHashWeight(def.Key)
+	case ExchangeLocalRandom:
+		return validateLocalRandomBinding(def)
 	case ExchangeTopic:
 		n := 0
 		forEachWord(def.Key, func(w string) {
@@ -381,8 +393,31 @@ func (b *Broker) Bindings(vhost string) []BindingDef {
 // used by headers exchanges. Exchange-to-exchange bindings and alternate
 // exchanges are followed, each exchange visited once. A missing exchange
 // is 404, an internal one 403. It allocates nothing in the steady state
-// when dst has room.
+// when dst has room. It is RouteMessage without the message properties.
 func (b *Broker) Route(vhost, exchange string, keys []string, headers map[string]any, dst []string) ([]string, error) {
+	return b.RouteMessage(vhost, exchange, &RoutingMessage{Keys: keys, Headers: headers}, dst)
+}
+
+// RoutingMessage is what routing reads of a published message.
+type RoutingMessage struct {
+	Keys    []string       // the routing key, then the CC and BCC keys
+	Headers map[string]any // the message headers, nil when none
+	Props   RoutingProps
+}
+
+// RoutingProps are the message properties an exchange may route on
+// (x-consistent-hash's hash-property). The slices may alias the raw
+// content header: routing does not keep them.
+type RoutingProps struct {
+	MessageID     []byte // message-id, nil when absent
+	CorrelationID []byte // correlation-id, nil when absent
+	Timestamp     uint64 // timestamp in seconds, when HasTimestamp
+	HasTimestamp  bool
+}
+
+// RouteMessage is Route with the message properties: it appends to dst
+// the names of the queues m reaches, each once. It does not keep m.
+func (b *Broker) RouteMessage(vhost, exchange string, m *RoutingMessage, dst []string) ([]string, error) {
 	vt, err := b.topoVHost(vhost)
 	if err != nil {
 		return dst, err
@@ -397,7 +432,7 @@ func (b *Broker) Route(vhost, exchange string, keys []string, headers map[string
 		return dst, Errorf(CodeAccessRefused, "cannot publish to internal %s", rs("exchange", exchange, vhost))
 	}
 	if exchange == "" {
-		return vt.routeDefaultLocked(keys, dst), nil
+		return vt.routeDefaultLocked(m.Keys, dst), nil
 	}
-	return vt.routeLocked(x, keys, headers, dst), nil
+	return vt.routeLocked(x, m.Keys, m.Headers, &m.Props, dst), nil
 }

@@ -179,6 +179,9 @@ func termText(v any) string {
 // termBinary renders a binary as ~tp does: <<"text">> when printable
 // (<<"text"/utf8>> beyond ASCII), else its bytes.
 func termBinary(s string) string {
+	if s == "" {
+		return "<<>>"
+	}
 	ascii, printable := true, utf8.ValidString(s)
 	for _, r := range s {
 		if r >= utf8.RuneSelf {

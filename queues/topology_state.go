@@ -144,6 +144,7 @@ type binding struct {
 	x       *exchange   // destination exchange, or nil
 	durable bool        // persisted: source and destination are durable
 	hm      *headersMatcher
+	ring    []ringPoint // x-consistent-hash: its points, until the router takes them
 }
 
 // pendingBinding is a catalogued binding waiting for its queue.
@@ -202,6 +203,9 @@ func newVHostTopo(vhost string) *vhostTopo {
 // newExchange builds an exchange of a type newRouter knows.
 func newExchange(def ExchangeDef) *exchange {
 	r, _ := newRouter(def.Type)
+	if c, ok := r.(*consistentHashRouter); ok {
+		c.configure(def.Args)
+	}
 	x := &exchange{def: def, router: r, src: map[string]*binding{}, dst: map[string]*binding{}}
 	if ae, ok := def.Args[argAlternateExchange].(string); ok {
 		x.ae, x.hasAE = ae, true
@@ -221,6 +225,12 @@ func newRouter(typ string) (router, bool) {
 		return &topicRouter{trie: newTopicTrie()}, true
 	case ExchangeHeaders:
 		return &headersRouter{keyIdx: map[string]int32{}}, true
+	case ExchangeConsistentHash:
+		return newConsistentHashRouter(), true
+	case ExchangeModulusHash:
+		return &modulusHashRouter{}, true
+	case ExchangeLocalRandom:
+		return &localRandomRouter{}, true
 	}
 	return nil, false
 }
@@ -429,6 +439,9 @@ func (vt *vhostTopo) removeBindingLocked(b *binding) {
 // commit persists c and applies it.
 // REQUIRES: vt.wmu held.
 func (b *Broker) commitTopo(vt *vhostTopo, c *topoChange) error {
+	if c.addX != nil {
+		b.resolveExchangePolicy(vt, c.addX)
+	}
 	if err := b.persistTopo(vt, c); err != nil {
 		return err
 	}
@@ -447,6 +460,9 @@ func (vt *vhostTopo) newBinding(def BindingDef, src *exchange, q *queueEntry, x 
 	bd.durable = src.def.Durable && bd.destDurable()
 	if src.def.Type == ExchangeHeaders {
 		bd.hm = newHeadersMatcher(def.Args)
+	}
+	if src.def.Type == ExchangeConsistentHash {
+		bd.ring = newBindingPoints(def)
 	}
 	return bd
 }
