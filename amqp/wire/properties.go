@@ -90,14 +90,17 @@ type Properties struct {
 // path: the properties the broker acts on, with slices aliasing the raw
 // bytes.
 type PropsView struct {
-	Flags        uint16 // Flag* bits of the present properties (bits 1-0 cleared)
-	DeliveryMode uint8  // 0 if absent
-	Priority     uint8  // 0 if absent
-	Expiration   []byte // nil if absent
-	UserID       []byte // nil if absent
-	ReplyTo      []byte // nil if absent
-	Headers      []byte // raw u32-length-prefixed table, nil if absent
-	HeadersPos   int    // offset of Headers within raw, -1 if absent
+	Flags         uint16 // Flag* bits of the present properties (bits 1-0 cleared)
+	DeliveryMode  uint8  // 0 if absent
+	Priority      uint8  // 0 if absent
+	Expiration    []byte // nil if absent
+	UserID        []byte // nil if absent
+	ReplyTo       []byte // nil if absent
+	Headers       []byte // raw u32-length-prefixed table, nil if absent
+	HeadersPos    int    // offset of Headers within raw, -1 if absent
+	MessageID     []byte // nil if absent
+	CorrelationID []byte // nil if absent
+	Timestamp     uint64 // seconds; 0 if absent (see Flags)
 }
 
 // propValues holds the raw value of each property, in flag order: the
@@ -173,12 +176,17 @@ func ScanProperties(raw []byte) (PropsView, error) {
 		return PropsView{}, err
 	}
 	v := PropsView{
-		Flags:      flags,
-		Expiration: vals[7],
-		UserID:     vals[11],
-		ReplyTo:    vals[6],
-		Headers:    vals[2],
-		HeadersPos: pos,
+		Flags:         flags,
+		Expiration:    vals[7],
+		UserID:        vals[11],
+		ReplyTo:       vals[6],
+		Headers:       vals[2],
+		HeadersPos:    pos,
+		MessageID:     vals[8],
+		CorrelationID: vals[5],
+	}
+	if ts := vals[9]; ts != nil {
+		v.Timestamp = binary.BigEndian.Uint64(ts)
 	}
 	if d := vals[3]; d != nil {
 		v.DeliveryMode = d[0]

@@ -132,7 +132,7 @@ func TestPropertiesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want1 := PropsView{Flags: 0xb140, DeliveryMode: 2, Expiration: []byte("500"), Headers: want[13:28], HeadersPos: 13}
+	want1 := PropsView{Flags: 0xb140, DeliveryMode: 2, Expiration: []byte("500"), Headers: want[13:28], HeadersPos: 13, Timestamp: 0x0102030405060708}
 	if !reflect.DeepEqual(v, want1) {
 		t.Fatalf("view\ngot  %+v\nwant %+v", v, want1)
 	}
