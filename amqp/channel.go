@@ -176,7 +176,7 @@ func (ch *channel) shutdown() {
 		ch.tx.reset()
 	}
 	for _, cs := range consumers {
-		cs.q.Cancel(cs.qc)
+		cs.stop()
 	}
 	ch.settle(unacked, settleRequeue)
 	ch.conf.close()

@@ -12,6 +12,7 @@ type pendingAck struct {
 	tag uint64
 	q   *queues.Queue
 	id  uint64
+	sc  *streamConsumer // a stream delivery: settling gives credit back (q is nil)
 }
 
 type settleMode uint8
@@ -25,6 +26,7 @@ const (
 // settle acks, requeues or discards deliveries, grouped by queue and in
 // delivery order within each queue. It runs on the reader goroutine.
 func (ch *channel) settle(acks []pendingAck, mode settleMode) {
+	acks = settleStream(acks)
 	if len(acks) == 0 {
 		return
 	}
@@ -60,6 +62,7 @@ type consumer struct {
 	tag     string
 	q       *queues.Queue
 	qc      *queues.Consumer
+	stream  *streamConsumer // a consumer of a stream (q and qc are nil)
 	noAck   bool
 	deliver wire.BasicDeliver // reused under ch.mu
 }
@@ -126,6 +129,9 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	}
 	q, err := ch.c.broker.Queue(ch.c.vhost, name)
 	if err != nil {
+		if s, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
+			return ch.consumeStream(m, name, s)
+		}
 		return err
 	}
 	tag := m.ConsumerTag
@@ -165,7 +171,7 @@ func (ch *channel) handleCancel(m *wire.BasicCancel) error {
 	delete(ch.mu.consumers, m.ConsumerTag)
 	ch.mu.Unlock()
 	if cs != nil {
-		cs.q.Cancel(cs.qc)
+		cs.stop()
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
@@ -183,6 +189,9 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 	}
 	q, err := ch.c.broker.Queue(ch.c.vhost, name)
 	if err != nil {
+		if _, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
+			return queues.ErrStreamGet(ch.c.vhost, name)
+		}
 		return err
 	}
 	ch.mu.Lock()
@@ -276,7 +285,9 @@ func (ch *channel) kickLimit() {
 	ch.mu.Lock()
 	qs := make([]*queues.Queue, 0, len(ch.mu.consumers))
 	for _, cs := range ch.mu.consumers {
-		qs = append(qs, cs.q)
+		if cs.q != nil {
+			qs = append(qs, cs.q)
+		}
 	}
 	ch.mu.Unlock()
 	for _, q := range qs {

@@ -10,7 +10,17 @@
 // and coalesces queued frames into single writes. Queue dispatchers call
 // a consumer's Deliver from their own goroutines; log writers confirm
 // publishes from theirs. Both reach a channel only through channel.mu
-// (deliveries and unacked tags) and channel.conf (confirms).
+// (deliveries and unacked tags) and channel.conf (confirms). A consumer of
+// a stream has a goroutine of its own that reads the stream and delivers
+// through channel.mu (stream_consume.go).
+//
+// # Streams
+//
+// A stream (x-queue-type=stream, or one the stream protocol created) is
+// a queue to this front end: published messages are converted to AMQP
+// 1.0 and appended (stream_convert.go, stream_publish.go); consumers read
+// from an x-stream-offset with their prefetch count as credit, and
+// deliveries are converted back, with an x-stream-offset header.
 //
 // # Lock order
 //

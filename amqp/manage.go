@@ -46,7 +46,9 @@ func (ch *channel) handleQueueDeclare(m *wire.QueueDeclare) error {
 	if err != nil {
 		return err
 	}
-	name = q.Def().Name
+	if q != nil { // nil for a stream, whose name is the declared one
+		name = q.Def().Name
+	}
 	ch.lastQueue = name
 	if !m.NoWait {
 		ch.c.send(ch.id, &wire.QueueDeclareOk{Queue: name, MessageCount: uint32(messages), ConsumerCount: uint32(consumers)})
@@ -115,6 +117,9 @@ func (ch *channel) handleQueuePurge(m *wire.QueuePurge) error {
 	}
 	q, err := ch.c.broker.Queue(ch.c.vhost, name)
 	if err != nil {
+		if _, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
+			return queues.ErrStreamPurge(ch.c.vhost, name)
+		}
 		return err
 	}
 	if err := q.CheckOwner(ch.c); err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -150,23 +151,28 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 		clear(targets)
 		ch.targets = targets[:0]
 	}()
+	var streamBuf [2]*osiris.Stream
+	streams := streamBuf[:0] // routed streams (stream_publish.go)
 	for _, name := range qs {
-		q, err := ch.c.broker.Queue(ch.c.vhost, name)
-		if err == nil {
+		switch q, s := ch.c.broker.LookupDestination(ch.c.vhost, name); {
+		case q != nil:
 			targets = append(targets, q)
+		case s != nil:
+			streams = append(streams, s)
 		}
 	}
-	if len(targets) == 0 {
+	if len(targets) == 0 && len(streams) == 0 {
 		if mandatory {
 			ch.sendReturn(wire.NoRoute, "NO_ROUTE", exchange, key, props, body)
 		}
 		done.complete(nil)
 		return nil
 	}
-	done.expect(len(targets))
+	done.expect(len(targets) + len(streams))
 	for _, q := range targets {
 		q.Publish(rec, msg.Persistent, done.complete)
 	}
+	publishStreams(streams, exchange, key, props, body, done)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package queues
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -138,4 +139,46 @@ func (s *rangeSet) readFrom(b []byte) ([]byte, error) {
 		prev = lo + l
 	}
 	return b, nil
+}
+
+// remove removes x.
+func (s *rangeSet) remove(x uint64) { s.removeRange(x, x+1) }
+
+// removeRange removes [lo, hi).
+func (s *rangeSet) removeRange(lo, hi uint64) {
+	if lo >= hi || len(s.r) == 0 || lo >= s.r[len(s.r)-1].hi {
+		return
+	}
+	i := s.find(lo + 1) // first range with hi > lo
+	j := i
+	var keep []span
+	for ; j < len(s.r) && s.r[j].lo < hi; j++ {
+		r := s.r[j]
+		if r.lo < lo {
+			keep = append(keep, span{r.lo, lo})
+		}
+		if r.hi > hi {
+			keep = append(keep, span{hi, r.hi})
+		}
+	}
+	if i == j {
+		return
+	}
+	if len(keep) == j-i {
+		copy(s.r[i:j], keep)
+		return
+	}
+	s.r = slices.Concat(s.r[:i:i], keep, s.r[j:])
+}
+
+// nextIn returns the first offset of [lo, hi) that is in the set, or hi.
+func (s *rangeSet) nextIn(lo, hi uint64) uint64 {
+	if n := len(s.r); n == 0 || lo >= s.r[n-1].hi {
+		return hi
+	}
+	i := s.find(lo + 1)
+	if i == len(s.r) {
+		return hi
+	}
+	return min(max(s.r[i].lo, lo), hi)
 }

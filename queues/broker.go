@@ -94,6 +94,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	b.topoStreamsAdded()
 	if err := b.openPolicies(); err != nil {
 		b.Close()
 		return nil, err
@@ -313,37 +314,14 @@ func ValidStreamName(name string) bool {
 // CreateStream creates a stream with RabbitMQ stream arguments
 // (max-length-bytes, max-age, stream-max-segment-size-bytes,
 // stream-filter-size-bytes; others are ignored). It returns ErrExists if
-// the stream exists and an ErrInvalidArgument error for bad arguments.
+// the stream (or a queue of that name) exists and an ErrInvalidArgument
+// error for bad arguments. The stream is a queue destination of the
+// topology (stream_queue.go).
 func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
-	if !ValidStreamName(name) {
-		return fmt.Errorf("stream name %q: %w", name, ErrInvalidArgument)
-	}
-	cfg, err := StreamConfig(args)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.VHostExists(vhost) {
-		return fmt.Errorf("vhost %q: %w", vhost, ErrNotFound)
-	}
-	if _, ok := b.mu.streams[streamName{vhost, name}]; ok {
-		return fmt.Errorf("stream %q: %w", name, ErrExists)
-	}
-	id, err := b.cat.nextStreamID()
-	if err != nil {
-		return err
-	}
-	s, err := osiris.Create(b.streamDir(id), cfg, b.opts.StreamOptions)
-	if err != nil {
-		return err
-	}
-	if err := b.cat.put(streamKey(vhost, name), StreamDef{VHost: vhost, Name: name, ID: id, Args: args}); err != nil {
-		s.Delete()
-		return err
-	}
-	b.mu.streams[streamName{vhost, name}] = s
-	return nil
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	defer reg.opMu.Unlock()
+	return b.createStreamLocked(vhost, name, args)
 }
 
 // Stream returns the open stream, or ErrNotFound.
@@ -357,25 +335,17 @@ func (b *Broker) Stream(vhost, name string) (*osiris.Stream, error) {
 	return s, nil
 }
 
-// DeleteStream deletes a stream and its data, then tells the watchers.
+// DeleteStream deletes a stream and its data (and its bindings), then
+// tells the watchers.
 func (b *Broker) DeleteStream(vhost, name string) error {
-	b.mu.Lock()
-	s, ok := b.mu.streams[streamName{vhost, name}]
-	if !ok {
-		b.mu.Unlock()
-		return fmt.Errorf("stream %q in vhost %q: %w", name, vhost, ErrNotFound)
-	}
-	if err := b.cat.delete(streamKey(vhost, name)); err != nil {
-		b.mu.Unlock()
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	s, watchers, err := b.deleteStreamLocked(vhost, name)
+	reg.opMu.Unlock()
+	if err != nil {
 		return err
 	}
-	delete(b.mu.streams, streamName{vhost, name})
-	watchers := make([]func(string, string), 0, len(b.mu.watchers))
-	for _, w := range b.mu.watchers {
-		watchers = append(watchers, w)
-	}
-	b.mu.Unlock()
-	err := s.Delete()
+	err = s.Delete()
 	for _, w := range watchers {
 		w(vhost, name)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
@@ -13,20 +14,27 @@ import (
 //
 //   - A message's id is its log offset. Offsets that hold no message (the
 //     tracking chunks osiris writes at the start of each segment) are
-//     settled as the cursor passes them.
+//     settled when the batch around them is stored (batchIDs).
 //   - tail is the offset after the last message whose append was confirmed
 //     (after fsync for durable queues); nothing at or past it is delivered.
-//   - cursor is the next offset never handed out; [cursor, tail) holds the
-//     ready messages not yet delivered, minus settled ones.
-//   - unacked maps the ids delivered and not yet settled to their consumer
-//     and delivery count; requeue holds returned ids, delivered again in
-//     ascending order (redelivered) before the cursor moves on.
+//   - The ready messages are in levels (classic_ready.go): per priority,
+//     the requeued ones and spans of fresh ones; a queue without
+//     x-max-priority has one level, whose fresh spans are a cursor moving
+//     over the log.
+//   - unacked maps the ids delivered and not yet settled to their consumer,
+//     delivery count, size, priority and expiry; a requeued id goes back to
+//     its level, delivered again in ascending order (redelivered) before
+//     that level's fresh messages.
+//   - claimed holds the ids taken off the ready set to be dead-lettered,
+//     not yet settled (classic_dlx.go).
 //   - settled is a range set of the offsets that are done: acked,
-//     discarded, purged, skipped. The head is its first gap from 0: the
-//     lowest offset not settled. Sealed segments wholly below the head
-//     are deleted.
+//     discarded, dead-lettered, expired, dropped, purged, skipped. The head
+//     is its first gap from 0: the lowest offset not settled. Sealed
+//     segments wholly below the head are deleted.
 //
-// ready = len(requeue) + the unsettled messages in [cursor, tail).
+// TTL and x-expires are in classic_ttl.go, length limits in
+// classic_limits.go, the settings (arguments and policy) in
+// queue_config.go.
 
 // Persisted-state settings.
 const (
@@ -44,6 +52,17 @@ type Queue struct {
 	log   *osiris.Stream
 	kick  chan struct{} // cap 1: there may be work for the dispatcher; never closed
 	timer *time.Timer   // runs persistTick; armed by scheduleLocked
+	// maxPrio is the highest priority level (0: no priorities).
+	maxPrio int
+
+	// cfg is the effective settings (queue_config.go); replaced whole.
+	cfg atomic.Pointer[queueConfig]
+	// cycleLogged: a dead-letter cycle drop was logged.
+	cycleLogged atomic.Bool
+	// ttlTimer runs ttlTick, expTimer expiresTick; created lazily and
+	// armed under mu.
+	ttlTimer *time.Timer
+	expTimer *time.Timer
 
 	// pub batches publishes: one batch is in the log's writer at a time,
 	// the next accumulates meanwhile (group commit per queue).
@@ -72,13 +91,28 @@ type Queue struct {
 		idle sync.Cond // signalled when delivering clears (Cancel and close wait)
 
 		tail           uint64
-		cursor         uint64
-		ready          int
+		levels         []level // ready messages by priority
+		ready          int     // ready messages
+		readyBytes     int64   // their body bytes (those whose size is known)
 		unacked        map[uint64]unackedMsg
-		requeue        requeueSet
 		settled        rangeSet
-		deliveredMark  uint64 // offset after the highest delivered (persisted)
-		redeliverBelow uint64 // messages below were delivered before the last restart
+		claimed        rangeSet // taken off ready to be dead-lettered, not settled
+		deliveredMark  uint64   // offset after the highest delivered (persisted)
+		redeliverBelow uint64   // messages below were delivered before the last restart
+
+		expq     expiryHeap // expiries of ready messages
+		expqNext int        // expq size that next triggers a compaction
+		zeros    []idRange  // TTL-0 messages that may be ready
+		ttlArmed bool       // ttlTimer is armed for ttlAt
+		ttlAt    int64
+		lastUsed int64 // for x-expires, Unix ms
+
+		pendPub   int   // publishes admitted under a reject overflow, not stored
+		pendBytes int64 // their body bytes
+
+		dl        []dlWork // dead-lettering to do
+		dlRunning bool     // the dead-letter worker runs
+		dlDone    chan struct{}
 
 		consumers         []*Consumer
 		rr                int           // round-robin position
@@ -100,26 +134,59 @@ type Queue struct {
 type unackedMsg struct {
 	c     *Consumer // nil for basic.get
 	count uint32    // deliveries so far, this one included
+	size  uint32    // body size
+	prio  uint8     // level
+	exp   int64     // expiry instant, kept for a requeue; noExpiry
 }
 
 func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
 	q := &Queue{b: b, def: def, owner: owner, log: s, kick: make(chan struct{}, 1)}
+	q.maxPrio = maxPriorityOf(def.Args)
 	q.pub.idle.L = &q.pub.Mutex
 	q.pub.cur = &pubBatch{q: q}
 	q.mu.idle.L = &q.mu.Mutex
 	q.mu.unacked = map[uint64]unackedMsg{}
+	q.mu.levels = make([]level, q.maxPrio+1)
+	q.cfg.Store(q.resolveConfig())
+	q.mu.lastUsed = q.nowMs()
 	q.timer = time.AfterFunc(time.Hour, q.persistTick)
 	q.timer.Stop()
 	return q
 }
 
+// start arms the queue's timers and applies its settings to what it
+// holds (expired messages, length limits): once every queue is open, as
+// dead-lettering may route to them.
+func (q *Queue) start() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expireDueLocked()
+	q.dropHeadLocked()
+	q.armTTLTimerLocked()
+	q.armExpiresLocked()
+}
+
 // Def returns the queue's definition. Its Args must not be modified.
 func (q *Queue) Def() QueueDef { return q.def }
 
-// Counts returns the number of ready messages and of consumers.
+// Counts returns the number of ready messages (expired ones excluded) and
+// of consumers.
 func (q *Queue) Counts() (ready, consumers int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.expireDueLocked()
+	return q.mu.ready, len(q.mu.consumers)
+}
+
+// declared notes a queue.declare of the existing queue (for x-expires)
+// and returns its counts.
+func (q *Queue) declared() (ready, consumers int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expireDueLocked()
+	if !q.mu.closed {
+		q.touchLocked()
+	}
 	return q.mu.ready, len(q.mu.consumers)
 }
 
@@ -148,24 +215,50 @@ func (q *Queue) errGone() error { return errNoQueue(q.def.VHost, q.def.Name) }
 // queue and calls done once it is stored (after fsync for durable queues)
 // or has failed. rec must not change until done is called. done must not
 // block; it may run on the log's writer goroutine. Publishes that arrive
-// while a write is in flight are written together with the next one.
+// while a write is in flight are written together with the next one. A
+// queue at its length limit with x-overflow reject-publish(-dlx) refuses
+// the message: done gets ErrRejectPublish.
 func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
 	if err := checkEntry(rec); err != nil {
 		done(err)
 		return
 	}
+	r, err := parseRecord(rec[4:])
+	var m pubMeta
+	if err == nil {
+		m, err = parseMeta(r, q.maxPrio)
+	}
+	if err != nil {
+		done(err)
+		return
+	}
+	if c := q.config(); c.overflow != overflowDropHead && c.limited() && !q.admit(c, rec, &m) {
+		done(ErrRejectPublish)
+		return
+	}
 	var filter []byte
-	if !persistent && q.def.Durable {
-		filter = transientFilter
+	if q.def.Durable {
+		switch {
+		case !persistent:
+			filter = transientFilter
+		case m.msgTTL >= 0:
+			filter = expiringFilter
+		}
 	}
 	q.pub.Lock()
 	if q.pub.closed {
 		q.pub.Unlock()
+		if m.reserved {
+			q.mu.Lock()
+			q.unreserveLocked([]pubMeta{m})
+			q.mu.Unlock()
+		}
 		done(q.errGone())
 		return
 	}
 	pb := q.pub.cur
 	pb.batch.Messages = append(pb.batch.Messages, osiris.Message{Entry: rec, Filter: filter})
+	pb.metas = append(pb.metas, m)
 	pb.dones = append(pb.dones, done)
 	if q.pub.inflight {
 		q.pub.Unlock()
@@ -185,14 +278,18 @@ func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
 type pubBatch struct {
 	q      *Queue
 	batch  osiris.Batch
+	metas  []pubMeta // by message
 	dones  []func(error)
 	doneFn func(osiris.Result) // pb.done, bound once
+	at     int64               // enqueue instant: when submitted, Unix ms
+	ttl    int64               // the queue's message TTL then
 }
 
 func (pb *pubBatch) submit() {
 	if pb.doneFn == nil {
 		pb.doneFn = pb.done
 	}
+	pb.at, pb.ttl = pb.q.nowMs(), pb.q.config().ttl
 	pb.batch.Done = pb.doneFn
 	if err := pb.q.log.Submit(&pb.batch); err != nil {
 		if errors.Is(err, osiris.ErrClosed) {
@@ -208,18 +305,22 @@ func (pb *pubBatch) submit() {
 func (pb *pubBatch) done(r osiris.Result) {
 	q := pb.q
 	if r.Err == nil && r.Written > 0 {
-		q.stored(r.LastOffset+1, r.Written)
+		q.stored(pb, r)
+	} else {
+		q.mu.Lock()
+		q.unreserveLocked(pb.metas)
+		q.mu.Unlock()
 	}
 	for _, d := range pb.dones {
 		d(r.Err)
 	}
 	const keep = 4096 // don't keep a burst's slices forever
 	if cap(pb.dones) > keep {
-		pb.dones, pb.batch.Messages = nil, nil
+		pb.dones, pb.batch.Messages, pb.metas = nil, nil, nil
 	} else {
 		clear(pb.dones)
 		clear(pb.batch.Messages)
-		pb.dones, pb.batch.Messages = pb.dones[:0], pb.batch.Messages[:0]
+		pb.dones, pb.batch.Messages, pb.metas = pb.dones[:0], pb.batch.Messages[:0], pb.metas[:0]
 	}
 	q.pub.Lock()
 	if next := q.pub.cur; len(next.batch.Messages) > 0 {
@@ -234,18 +335,82 @@ func (pb *pubBatch) done(r osiris.Result) {
 	q.pub.Unlock()
 }
 
-// stored makes the messages up to tail ready.
-func (q *Queue) stored(tail uint64, n int) {
+// stored makes a stored batch's messages ready, applies the length
+// limits and TTL 0, and wakes the dispatcher.
+func (q *Queue) stored(pb *pubBatch, r osiris.Result) {
 	q.mu.Lock()
-	if tail > q.mu.tail {
-		q.mu.tail = tail
+	prev := q.mu.tail
+	q.mu.Unlock()
+	ids, err := q.batchIDs(prev, r)
+	metas := pb.metas
+	if err != nil || len(metas) != r.Written {
+		// Cannot happen: the batch's messages are in the log, but which
+		// offsets they have is unknown. Take every offset as a message
+		// (one that is not is dropped when taken; sizes unknown, priority
+		// 0) rather than lose them.
+		q.b.log.Error("queues: cannot place stored messages", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		ids, metas = []idRange{{prev, r.LastOffset + 1}}, nil
 	}
-	q.mu.ready += n
-	wake := q.mu.dispatching
+	q.mu.Lock()
+	end := r.LastOffset + 1
+	// Offsets in [prev, end) that hold no message are settled.
+	from := prev
+	for _, x := range ids {
+		q.mu.settled.addRange(from, x.lo)
+		from = x.hi
+	}
+	q.mu.settled.addRange(from, end)
+	if end > q.mu.tail {
+		q.mu.tail = end
+	}
+	q.unreserveLocked(pb.metas)
+	q.enqueueLocked(ids, metas, pb.at, pb.ttl)
+	q.dropHeadLocked()
+	if len(q.mu.zeros) > 0 && !q.consumerCanTakeLocked() {
+		q.expireZerosLocked()
+	}
+	wake := q.mu.dispatching && q.mu.ready > 0
 	q.mu.Unlock()
 	if wake {
 		q.Kick()
 	}
+}
+
+// batchIDs returns the offsets of a stored batch's r.Written messages,
+// which follow prev (the tail before it): [prev, r.LastOffset] when they
+// are contiguous, the usual case. A batch that rolled the log to a new
+// segment has tracking chunks among its messages; their positions are
+// read from the chunk headers (a few small reads, once per segment).
+func (q *Queue) batchIDs(prev uint64, r osiris.Result) ([]idRange, error) {
+	end := r.LastOffset + 1
+	if n := uint64(r.Written); end >= n && end-n == prev {
+		return []idRange{{prev, end}}, nil
+	}
+	rd, err := q.log.NewReader(osiris.AtOffset(prev), osiris.ReaderOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var ids []idRange
+	n := 0
+	for {
+		c, ok, err := rd.TryNext()
+		if err != nil {
+			return nil, err
+		}
+		if !ok || c.Header.ChunkID >= end {
+			break
+		}
+		lo, hi := max(c.Header.ChunkID, prev), min(c.Header.NextOffset(), end)
+		if lo < hi {
+			ids = append(ids, idRange{lo, hi})
+			n += int(hi - lo)
+		}
+	}
+	if n != r.Written {
+		return nil, fmt.Errorf("batch of %d messages before offset %d: found %d in the log", r.Written, end, n)
+	}
+	return ids, nil
 }
 
 // closePublishing refuses new publishes and waits for those in flight.
@@ -275,6 +440,11 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 		q.mu.Unlock()
 		return false, q.errGone()
 	}
+	q.touchLocked()
+	q.expireDueLocked()
+	if len(q.mu.zeros) > 0 && !q.consumerCanTakeLocked() {
+		q.expireZerosLocked()
+	}
 	if q.mu.ready == 0 {
 		q.mu.Unlock()
 		return false, nil
@@ -293,7 +463,7 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 	if noAck {
 		q.settleLocked(t.id)
 	} else {
-		q.mu.unacked[t.id] = unackedMsg{nil, t.count + 1}
+		q.mu.unacked[t.id] = t.unacked(nil)
 	}
 	q.noteDeliveredLocked(t.id)
 	left := q.mu.ready
@@ -309,19 +479,21 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 
 // Ack settles delivered messages. Unknown ids are ignored (the front end
 // checks delivery tags).
-func (q *Queue) Ack(ids ...uint64) { q.settleDelivered(ids) }
+func (q *Queue) Ack(ids ...uint64) { q.settleDelivered(ids, 0) }
 
 // Discard settles delivered messages that were rejected or nacked without
-// requeue.
-func (q *Queue) Discard(ids ...uint64) {
-	// Dead-lettering (x-dead-letter-exchange, reason "rejected") hooks in
-	// here: the ids are read back from the log and republished through
-	// the dead-letter exchange before they are settled.
-	q.settleDelivered(ids)
-}
+// requeue; with a dead-letter exchange they are dead-lettered (reason
+// rejected) first.
+func (q *Queue) Discard(ids ...uint64) { q.settleDelivered(ids, reasonRejected) }
 
-func (q *Queue) settleDelivered(ids []uint64) {
+// settleDelivered settles delivered messages, or dead-letters them for
+// reason (0: acked).
+func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 	q.mu.Lock()
+	var dead func(idRange)
+	if reason != 0 {
+		dead = q.deadFn(reason)
+	}
 	n := 0
 	for _, id := range ids {
 		u, ok := q.mu.unacked[id]
@@ -330,7 +502,11 @@ func (q *Queue) settleDelivered(ids []uint64) {
 		}
 		delete(q.mu.unacked, id)
 		q.releaseLocked(u.c)
-		q.mu.settled.add(id)
+		if dead != nil {
+			dead(idRange{id, id + 1})
+		} else {
+			q.mu.settled.add(id)
+		}
 		n++
 	}
 	if n > 0 {
@@ -344,11 +520,15 @@ func (q *Queue) settleDelivered(ids []uint64) {
 }
 
 // Requeue returns delivered messages to the queue. They are delivered
-// again, redelivered, in their original order before any message that was
-// never delivered.
+// again, redelivered, in their original order before any message of their
+// priority that was never delivered. One whose expiry has passed expires
+// instead; length limits apply (drop-head drops from the head, where
+// requeued messages go).
 func (q *Queue) Requeue(ids ...uint64) {
 	q.mu.Lock()
+	now := q.nowMs()
 	n := 0
+	var dead func(idRange)
 	for _, id := range ids {
 		u, ok := q.mu.unacked[id]
 		if !ok {
@@ -356,9 +536,24 @@ func (q *Queue) Requeue(ids ...uint64) {
 		}
 		delete(q.mu.unacked, id)
 		q.releaseLocked(u.c)
-		q.mu.requeue.add(reqEntry{id, u.count})
+		if u.exp <= now {
+			if dead == nil {
+				dead = q.deadFn(reasonExpired)
+			}
+			dead(idRange{id, id + 1})
+			continue
+		}
+		l := &q.mu.levels[min(int(u.prio), len(q.mu.levels)-1)]
+		l.req.add(reqEntry{id: id, count: u.count, size: u.size, exp: u.exp})
 		q.mu.ready++
+		q.mu.readyBytes += int64(u.size)
+		if u.exp != noExpiry {
+			q.pushExpiryLocked(expiry{u.exp, id, id + 1})
+		}
 		n++
+	}
+	if n > 0 {
+		q.dropHeadLocked()
 	}
 	wake := n > 0 && q.mu.dispatching
 	q.mu.Unlock()
@@ -368,23 +563,18 @@ func (q *Queue) Requeue(ids ...uint64) {
 }
 
 // Purge drops the ready messages (not the delivered, unacked ones) and
-// returns how many there were.
+// returns how many there were (expired ones excluded). Purged messages
+// are not dead-lettered.
 func (q *Queue) Purge() (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mu.closed {
 		return 0, q.errGone()
 	}
-	n := q.mu.ready
-	if q.mu.cursor < q.mu.tail {
-		q.mu.settled.addRange(q.mu.cursor, q.mu.tail)
-		q.mu.cursor = q.mu.tail
-	}
-	for _, e := range q.mu.requeue.entries() {
-		q.mu.settled.add(e.id)
-	}
-	q.mu.requeue.clear()
-	q.mu.ready = 0
+	q.expireDueLocked()
+	n := q.clearReadyLocked(func(r idRange) { q.mu.settled.addRange(r.lo, r.hi) })
+	clear(q.mu.expq)
+	q.mu.expq, q.mu.zeros = q.mu.expq[:0], q.mu.zeros[:0]
 	q.markDirtyLocked()
 	return n, nil
 }
@@ -432,7 +622,9 @@ func (q *Queue) beginShutdown(ifUnused, ifEmpty bool) (int, error) {
 		return 0, q.errGone()
 	case ifUnused && len(q.mu.consumers) > 0:
 		return 0, Errorf(CodePreconditionFailed, "%s in use", rs("queue", q.def.Name, q.def.VHost))
-	case ifEmpty && q.mu.ready > 0:
+	}
+	q.expireDueLocked()
+	if ifEmpty && q.mu.ready > 0 {
 		return 0, Errorf(CodePreconditionFailed, "%s not empty", rs("queue", q.def.Name, q.def.VHost))
 	}
 	q.mu.closed = true
@@ -455,11 +647,20 @@ func (q *Queue) finishShutdown(deleted bool) error {
 		q.mu.idle.Wait()
 		q.mu.waiters--
 	}
-	done := q.mu.dispDone
+	done, dlDone := q.mu.dispDone, q.mu.dlDone
+	if q.ttlTimer != nil {
+		q.ttlTimer.Stop()
+	}
+	if q.expTimer != nil {
+		q.expTimer.Stop()
+	}
 	q.mu.Unlock()
 	q.Kick()
 	if done != nil {
 		<-done
+	}
+	if dlDone != nil {
+		<-dlDone // its appends in flight finish; what it settled is persisted below
 	}
 	if deleted {
 		for _, c := range consumers {

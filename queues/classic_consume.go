@@ -61,6 +61,13 @@ func (l *ChannelLimit) acquire(q *Queue) bool {
 	return true
 }
 
+// hasRoom reports whether a delivery would fit now, without taking a slot.
+func (l *ChannelLimit) hasRoom() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Limit <= 0 || l.mu.unacked < l.Limit
+}
+
 // release gives back a slot.
 func (l *ChannelLimit) release() {
 	l.mu.Lock()
@@ -133,6 +140,7 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 	if o.Exclusive {
 		q.mu.exclusiveConsumer = true
 	}
+	q.armExpiresLocked() // in use: x-expires waits
 	if !q.mu.dispatching {
 		q.mu.dispatching = true
 		done := make(chan struct{})
@@ -170,6 +178,9 @@ func (q *Queue) Cancel(c *Consumer) {
 		q.mu.waiters--
 	}
 	autoDelete := q.def.AutoDelete && q.mu.hadConsumer && len(q.mu.consumers) == 0 && !q.mu.closed
+	if len(q.mu.consumers) == 0 && !q.mu.closed {
+		q.touchLocked() // unused from now: x-expires counts from here
+	}
 	q.mu.Unlock()
 	q.Kick() // a dispatcher without consumers exits
 	if autoDelete {
@@ -240,6 +251,11 @@ func (q *Queue) dispatch(done chan struct{}) {
 		var c *Consumer
 		if q.mu.ready > 0 {
 			c = q.reserveLocked()
+			if c == nil && len(q.mu.zeros) > 0 {
+				q.expireZerosLocked() // TTL 0: no consumer can take them now
+			}
+		} else if len(q.mu.zeros) > 0 {
+			q.mu.zeros = q.mu.zeros[:0]
 		}
 		q.mu.Unlock()
 		if c == nil {
@@ -262,7 +278,7 @@ func (q *Queue) dispatch(done chan struct{}) {
 		if c.noAck {
 			q.settleLocked(t.id)
 		} else {
-			q.mu.unacked[t.id] = unackedMsg{c, t.count + 1}
+			q.mu.unacked[t.id] = t.unacked(c)
 		}
 		q.noteDeliveredLocked(t.id)
 		q.mu.Unlock()
@@ -296,57 +312,4 @@ func (s *strCaches) fill(d *Delivery, q *Queue, tag string, t *taken) {
 		Props:         t.rec.props,
 		Body:          t.rec.body,
 	}
-}
-
-// requeueSet holds returned messages in ascending id order.
-type requeueSet struct {
-	e     []reqEntry // e[start:] sorted by id
-	start int
-}
-
-type reqEntry struct {
-	id    uint64
-	count uint32 // deliveries so far
-}
-
-func (s *requeueSet) len() int            { return len(s.e) - s.start }
-func (s *requeueSet) peek() reqEntry      { return s.e[s.start] }
-func (s *requeueSet) entries() []reqEntry { return s.e[s.start:] }
-
-func (s *requeueSet) clear() {
-	s.e, s.start = s.e[:0], 0
-}
-
-func (s *requeueSet) pop() reqEntry {
-	x := s.e[s.start]
-	s.start++
-	if s.start == len(s.e) {
-		s.clear()
-	}
-	return x
-}
-
-func (s *requeueSet) add(x reqEntry) {
-	if s.start > 0 && s.start >= len(s.e)/2 {
-		n := copy(s.e, s.e[s.start:])
-		s.e, s.start = s.e[:n], 0
-	}
-	live := s.e[s.start:]
-	if len(live) == 0 || x.id > live[len(live)-1].id {
-		s.e = append(s.e, x) // the common case: ids come back in order
-		return
-	}
-	i, found := slices.BinarySearchFunc(live, x.id, func(e reqEntry, id uint64) int {
-		switch {
-		case e.id < id:
-			return -1
-		case e.id > id:
-			return 1
-		}
-		return 0
-	})
-	if found {
-		return
-	}
-	s.e = slices.Insert(s.e, s.start+i, x)
 }

@@ -22,11 +22,18 @@ type taken struct {
 	id    uint64
 	count uint32 // deliveries before this one
 	rec   record // aliases the taker's reader buffer
+	prio  uint8
+	exp   int64 // expiry instant; noExpiry
+}
+
+// unacked is the unacked entry of t, delivered to c (nil: basic.get).
+func (t *taken) unacked(c *Consumer) unackedMsg {
+	return unackedMsg{c: c, count: t.count + 1, size: uint32(len(t.rec.body)), prio: t.prio, exp: t.exp}
 }
 
 // takeReaders are one taker's readers.
 type takeReaders struct {
-	main    chunkReader // follows the cursor
+	main    chunkReader // follows the fresh messages
 	requeue chunkReader // reads requeued messages
 }
 
@@ -39,11 +46,12 @@ func (t *takeReaders) close() {
 	t.requeue.close()
 }
 
-// take claims the next ready message: the lowest requeued one, else the
-// one at the cursor. On success it returns with q.mu held, the message no
-// longer ready and not yet recorded as delivered; the caller records it
-// and unlocks. Offsets that hold no message are settled on the way, and a
-// record that does not parse is dropped (logged).
+// take claims the next ready message: the head of the highest priority
+// level that has one, requeued messages first. On success it returns
+// with q.mu held, the message no longer ready and not yet recorded as
+// delivered; the caller records it and unlocks. Messages due to expire
+// are expired on the way (never delivered), and a record that does not
+// parse is dropped (logged).
 func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 	for {
 		q.mu.Lock()
@@ -51,29 +59,18 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 			q.mu.Unlock()
 			return taken{}, false, nil
 		}
-		var id uint64
-		requeued := q.mu.requeue.len() > 0
-		switch {
-		case requeued:
-			id = q.mu.requeue.peek().id
-		case q.mu.cursor < q.mu.tail:
-			id = q.mu.cursor
-			if end, ok := q.mu.settled.endOf(id); ok {
-				q.mu.cursor = end // skip a settled run without reading it
-				q.mu.Unlock()
-				continue
-			}
-		default:
-			q.mu.Unlock()
+		q.expireDueLocked()
+		p, req, id, ok := q.headLocked()
+		q.mu.Unlock()
+		if !ok {
 			return taken{}, false, nil
 		}
-		q.mu.Unlock()
 
 		cr := &rd.main
-		if requeued {
+		if req {
 			cr = &rd.requeue
 		}
-		raw, found, next, err := cr.record(id)
+		raw, found, _, err := cr.record(id)
 		if err != nil {
 			return taken{}, false, fmt.Errorf("%s: offset %d: %w", rs("queue", q.def.Name, q.def.VHost), id, err)
 		}
@@ -84,50 +81,44 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 		}
 
 		q.mu.Lock()
-		if requeued {
-			if q.mu.requeue.len() == 0 || q.mu.requeue.peek().id != id {
-				q.mu.Unlock() // taken by another taker, or purged
-				continue
-			}
-			e := q.mu.requeue.pop()
-			q.mu.ready--
-			if !found || perr != nil {
-				q.settleLocked(id)
-				q.mu.Unlock()
-				q.logDropped(id, found, perr)
-				continue
-			}
-			return taken{id: id, count: e.count, rec: rec}, true, nil
-		}
-		if q.mu.cursor != id {
-			q.mu.Unlock() // taken by another taker, or purged
-			continue
-		}
-		if !found {
-			if next <= id || next > q.mu.tail {
-				// Nothing committed past id yet; cannot happen below tail.
-				q.mu.Unlock()
-				return taken{}, false, nil
-			}
-			q.mu.settled.addRange(id, next) // a tracking chunk: no messages
-			q.mu.cursor = next
-			q.markDirtyLocked()
+		if q.mu.closed {
 			q.mu.Unlock()
+			return taken{}, false, nil
+		}
+		if p2, req2, id2, ok := q.headLocked(); !ok || p2 != p || req2 != req || id2 != id {
+			q.mu.Unlock() // taken by another taker, purged, expired, or outranked
 			continue
 		}
-		q.mu.cursor = id + 1
-		q.mu.ready--
-		if perr != nil {
+		h := q.popHeadLocked(p, req)
+		if !found || perr != nil {
 			q.settleLocked(id)
 			q.mu.Unlock()
-			q.logDropped(id, true, perr)
+			q.logDropped(id, found, perr)
 			continue
 		}
-		var count uint32
-		if id < q.mu.redeliverBelow {
-			count = 1 // delivered before the last restart (at least maybe)
+		t := taken{id: id, count: h.count, rec: rec, prio: h.prio, exp: h.exp}
+		if !req {
+			ttl := h.ttl
+			if m, err := parseMeta(rec, 0); err == nil {
+				ttl = effectiveTTL(h.ttl, m.msgTTL)
+			}
+			t.exp = expiryOf(h.at, ttl)
+			// TTL 0: deliverable to a consumer that takes it at once (a
+			// requeue expires it).
+			if ttl > 0 && t.exp <= q.nowMs() {
+				q.deadFn(reasonExpired)(idRange{id, id + 1})
+				q.mu.Unlock()
+				continue
+			}
+			if id < q.mu.redeliverBelow {
+				t.count = 1 // delivered before the last restart (at least maybe)
+			}
+		} else if t.exp != noExpiry && t.exp <= q.nowMs() {
+			q.deadFn(reasonExpired)(idRange{id, id + 1})
+			q.mu.Unlock()
+			continue
 		}
-		return taken{id: id, count: count, rec: rec}, true, nil
+		return t, true, nil
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package queues is the broker's model, shared by the protocol front ends:
-// virtual hosts, users and their permissions, streams and super streams,
+// virtual hosts, users and their permissions, streams (queue destinations
+// for AMQP too: stream_queue.go) and super streams,
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
 // headers.go, route_hash*.go), and classic queues as views over private
 // logs (queue.go, classic*.go), all catalogued in pebble.

@@ -19,9 +19,13 @@ import (
 // Classic queues as views over a private log (AMQP 0-9-1 queues).
 //
 // The types below are the contract between the queue code, the topology
-// code and the AMQP front end. The queue itself is in classic*.go, the
-// log record format in queue_record.go, declare arguments in
-// queue_args.go, recovery and persisted state in queue_recover.go.
+// code and the AMQP front end. The queue itself is in classic*.go (the
+// ready set by priority in classic_ready.go, TTL and x-expires in
+// classic_ttl.go, length limits in classic_limits.go, dead-lettering in
+// classic_dlx.go), the log record format in queue_record.go, the x-death
+// rewriting in queue_death.go, declare arguments in queue_args.go, the
+// effective settings (arguments and policy) in queue_config.go, recovery
+// and persisted state in queue_recover.go.
 //
 // Catalog keys of queues (see doc.go for the others):
 //
@@ -138,7 +142,8 @@ type queueRegistry struct {
 		queues        map[streamName]*Queue
 		nextTransient uint64 // directory ids of transient queues
 	}
-	segmentSize int64 // log segment size; tests lower it before declaring
+	segmentSize int64     // log segment size; tests lower it before declaring
+	watchOnce   sync.Once // watchQueuePolicies
 }
 
 func newQueueRegistry() *queueRegistry {
@@ -183,7 +188,8 @@ func errQueueLocked(vhost, name string) *Error {
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,
 // exclusivity 405, reserved amq. prefix 403). It returns the queue, its
 // ready message count and consumer count. Durable queues are in the
-// catalog when it returns.
+// catalog when it returns. A stream's declare (x-queue-type=stream, or
+// the name of an existing stream) returns a nil q (stream_queue.go).
 func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers int, err error) {
 	reg := b.queueReg()
 	def := o.Def
@@ -191,12 +197,15 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if o.Passive {
 		q := reg.get(def.VHost, def.Name)
 		if q == nil {
+			if s, ok := b.LookupStream(def.VHost, def.Name); ok {
+				return nil, StreamMessageCount(s), 0, nil // a stream (stream_queue.go)
+			}
 			return nil, 0, 0, errNoQueue(def.VHost, def.Name)
 		}
 		if err := q.CheckOwner(o.Owner); err != nil {
 			return nil, 0, 0, err
 		}
-		m, c := q.Counts()
+		m, c := q.declared()
 		return q, m, c, nil
 	}
 	if !b.VHostExists(def.VHost) {
@@ -207,6 +216,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	}
 	reg.opMu.Lock()
 	defer reg.opMu.Unlock()
+	if handled, m, err := b.declareStreamLocked(o, def); handled {
+		return nil, m, 0, err // a stream: q is nil (stream_queue.go)
+	}
 	serverNamed := def.Name == ""
 	if serverNamed {
 		for def.Name == "" || reg.get(def.VHost, def.Name) != nil {
@@ -226,7 +238,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		if err := checkQueueEquivalence(q.def, def.Durable, def.AutoDelete, def.Args); err != nil {
 			return nil, 0, 0, err
 		}
-		m, c := q.Counts()
+		m, c := q.declared()
 		return q, m, c, nil
 	}
 	if !serverNamed && strings.HasPrefix(def.Name, "amq.") {
@@ -245,6 +257,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if def.Exclusive {
 		owner = o.Owner
 	}
+	b.watchQueuePolicies()
 	q, err = b.createQueue(reg, def, owner)
 	if err != nil {
 		return nil, 0, 0, err
@@ -253,6 +266,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	reg.mu.queues[streamName{def.VHost, def.Name}] = q
 	reg.mu.Unlock()
 	b.topoQueueAdded(def.VHost, def.Name, def.Durable)
+	q.start()
 	return q, 0, 0, nil
 }
 
@@ -328,7 +342,13 @@ func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queu
 			return nil, err
 		}
 	}
-	return newQueue(b, def, owner, s), nil
+	q := newQueue(b, def, owner, s)
+	// A new log may start with a tracking chunk: nothing below its end is
+	// a message.
+	next := s.Stats().NextOffset
+	q.mu.settled.addRange(0, next)
+	q.mu.tail = next
+	return q, nil
 }
 
 // Queue returns an open queue, or a 404 *Error.
@@ -364,7 +384,7 @@ func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bo
 	q := reg.get(vhost, name)
 	if q == nil {
 		reg.opMu.Unlock()
-		return 0, nil
+		return b.deleteStreamQueue(vhost, name) // a stream, or nothing
 	}
 	if err := q.CheckOwner(owner); err != nil {
 		reg.opMu.Unlock()
@@ -473,6 +493,7 @@ func (b *Broker) openQueues() error {
 			return fmt.Errorf("queues: %w", err)
 		}
 	}
+	b.watchQueuePolicies()
 	var recs []queueRecord
 	if err := b.cat.scan([]byte("q/"), func(_, v []byte) error {
 		var rec queueRecord
@@ -514,7 +535,13 @@ func (b *Broker) openQueues() error {
 	for _, q := range opened {
 		b.topoQueueAdded(q.def.VHost, q.def.Name, true)
 	}
-	return b.topoQueuesRecovered()
+	if err := b.topoQueuesRecovered(); err != nil {
+		return err
+	}
+	for _, q := range opened {
+		q.start() // expire, drop, dead-letter: every queue is there now
+	}
+	return nil
 }
 
 // removeOrphanQueues deletes queue directories and ack states that no

@@ -249,9 +249,9 @@ func queueTypeOf(args map[string]any) string {
 	return QueueClassic
 }
 
-// validateQueueArgs checks the arguments of a new queue, minimally for
-// now: the types and ranges RabbitMQ enforces for the classic arguments.
-// The limits they set are not applied yet; they are stored.
+// validateQueueArgs checks the arguments of a new queue: the types and
+// ranges RabbitMQ enforces for the classic arguments. What they set is
+// applied by the queue (queue_config.go).
 func validateQueueArgs(vhost, name string, args map[string]any) error {
 	res := rs("queue", name, vhost)
 	invalid := func(k, reason string) error {

@@ -16,8 +16,15 @@ import (
 //	| flags u8 | xlen u8| exchange | klen u8| routing key | plen u32   | properties  | body |
 //	+----------+--------+----------+--------+-------------+------------+-------------+------+
 //
-// flags bit 0 is persistent (delivery-mode 2); the other bits are zero.
-// exchange and routing key are AMQP shortstrs. properties are the content
+// flags bit 0 is persistent (delivery-mode 2). Bit 1 (recDeadLettered)
+// marks a record the broker wrote when it dead-lettered a message: its
+// x-death header is the broker's death history (queue_death.go); a
+// client's x-death header is not. Bit 2 (recKeysOnly) says the message's
+// routing keys are its routing key alone, not also its CC header (it was
+// dead-lettered with x-dead-letter-routing-key). The other bits are zero;
+// bits 1 and 2 came with dead-lettering (a reader that predates them
+// drops such records as malformed). exchange and routing key are AMQP
+// shortstrs. properties are the content
 // header's property flags (u16) and values exactly as consumers get them.
 // The body is the rest of the record. Integers are big-endian.
 //
@@ -26,13 +33,18 @@ import (
 // as is to every queue it is routed to.
 //
 // A queue log of a durable queue also marks transient messages in the
-// chunk Bloom filter (filter value "t"): a chunk without a Bloom filter
-// holds only persistent messages, which lets recovery count them from the
-// chunk headers alone (see queue_recover.go).
+// chunk Bloom filter (filter value "t"), and persistent messages with an
+// expiration property (filter value "e"): a chunk without a Bloom filter
+// holds only persistent messages without a per-message TTL, which lets
+// recovery count them from the chunk headers alone (see
+// queue_recover.go).
 
 // These constants are part of the on-disk format and must not be changed.
 const (
-	recPersistent = 0x01 // flags: delivery-mode 2
+	recPersistent   = 0x01 // flags: delivery-mode 2
+	recDeadLettered = 0x02 // flags: written by dead-lettering; x-death is the broker's
+	recKeysOnly     = 0x04 // flags: the routing keys are the routing key alone (not CC)
+	recFlagsKnown   = recPersistent | recDeadLettered | recKeysOnly
 
 	recFixedSize = 1 + 1 + 1 + 4 // flags, two shortstr lengths, props length
 )
@@ -41,25 +53,34 @@ const (
 var errBadRecord = errors.New("queues: malformed queue record")
 
 // transientFilter is the chunk filter value of transient messages in
-// durable queues. Never modified.
-var transientFilter = []byte{'t'}
+// durable queues, expiringFilter that of persistent messages with an
+// expiration property. Never modified.
+var (
+	transientFilter = []byte{'t'}
+	expiringFilter  = []byte{'e'}
+)
 
 // EncodeRecord appends m's log record (a segment simple entry) to dst.
 // One record is shared by every queue the message is routed to. Exchange
 // and routing key are shortstrs: longer values are cut at 255 bytes.
 func EncodeRecord(dst []byte, m *Message) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0) // entry size, filled in below
 	var flags byte
 	if m.Persistent {
 		flags |= recPersistent
 	}
+	return encodeRecord(dst, flags, m.Exchange, m.RoutingKey, m.Props, m.Body)
+}
+
+// encodeRecord appends a record with flags as a segment simple entry.
+func encodeRecord(dst []byte, flags byte, exchange, routingKey string, props, body []byte) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // entry size, filled in below
 	dst = append(dst, flags)
-	dst = appendShortStr(dst, m.Exchange)
-	dst = appendShortStr(dst, m.RoutingKey)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Props)))
-	dst = append(dst, m.Props...)
-	dst = append(dst, m.Body...)
+	dst = appendShortStr(dst, exchange)
+	dst = appendShortStr(dst, routingKey)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(props)))
+	dst = append(dst, props...)
+	dst = append(dst, body...)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
 }
@@ -74,11 +95,13 @@ func appendShortStr(dst []byte, s string) []byte {
 
 // record is a decoded queue record; its slices alias the record bytes.
 type record struct {
-	persistent bool
-	exchange   []byte
-	routingKey []byte
-	props      []byte
-	body       []byte
+	persistent   bool
+	deadLettered bool // recDeadLettered
+	keysOnly     bool // recKeysOnly
+	exchange     []byte
+	routingKey   []byte
+	props        []byte
+	body         []byte
 }
 
 // parseRecord decodes a queue record (without the entry size).
@@ -87,10 +110,12 @@ func parseRecord(b []byte) (record, error) {
 	if len(b) < recFixedSize {
 		return r, fmt.Errorf("%d bytes: %w", len(b), errBadRecord)
 	}
-	if b[0]&^recPersistent != 0 {
+	if b[0]&^recFlagsKnown != 0 {
 		return r, fmt.Errorf("flags %#x: %w", b[0], errBadRecord)
 	}
 	r.persistent = b[0]&recPersistent != 0
+	r.deadLettered = b[0]&recDeadLettered != 0
+	r.keysOnly = b[0]&recKeysOnly != 0
 	p := 1
 	n := int(b[p])
 	p++

@@ -29,11 +29,32 @@ import (
 //
 // Recovery (recover) reads the ack state, then scans the log from the
 // head: transient messages (delivery mode 1) written before the restart
-// are settled, as RabbitMQ drops them, and the ready messages are counted.
-// The scan reads the header of every chunk from the head on, and the data
-// only of chunks that hold a transient message (they carry a Bloom filter;
-// see queue_record.go): a backlog of persistent messages costs one small
-// read per chunk.
+// are settled, as RabbitMQ drops them, and the ready messages are
+// rebuilt. The scan reads the header of every chunk from the head on, and
+// the data only of chunks that hold a transient message or one with an
+// expiration property (they carry a Bloom filter; see queue_record.go) —
+// or of every chunk for a priority queue or one with x-max-length-bytes,
+// which need each message's priority or size. A backlog of plain
+// persistent messages costs one small read per chunk.
+//
+// What recovery restores exactly and what approximately:
+//
+//   - Exact: which messages are ready (at least once: acks since the last
+//     persist come back), their order and priorities, their per-message
+//     TTLs and their sizes where they were read, the dead-letter state
+//     (the x-death history is in the records; a message being
+//     dead-lettered at the crash is dead-lettered again).
+//   - Approximate: a message's enqueue instant is its chunk's timestamp
+//     (the log writer's clock when the write began, within a group commit
+//     of the publish), and the queue TTL applied to recovered messages is
+//     the one in effect now, not the one at their enqueue (a policy may
+//     have changed it). Messages past their expiry are dead-lettered as
+//     expired when the queue starts. Delivery counts are not kept:
+//     messages below the delivered mark come back redelivered. The
+//     sizes of messages not read (plain persistent chunks of a queue
+//     without a bytes limit) are unknown: they do not count toward a
+//     bytes limit a policy sets later. Requeued messages come back in
+//     id order with the fresh ones, as RabbitMQ's classic queues do.
 
 // ackStateVersion is the format version of the persisted ack state; part of
 // the on-disk format.
@@ -139,7 +160,8 @@ func (q *Queue) persist() error {
 }
 
 // recover rebuilds the state of a reopened durable queue from its ack
-// state and its log. No other goroutine uses the queue yet.
+// state and its log. No other goroutine uses the queue yet; its timers
+// start, and expired messages go, in start, once every queue is open.
 func (q *Queue) recover() error {
 	var set rangeSet
 	var mark uint64
@@ -161,9 +183,16 @@ func (q *Queue) recover() error {
 	mark = min(mark, end)
 	set.addRange(0, st.FirstOffset) // what was truncated
 	head := set.firstGap(0)
+	cfg := q.config()
+	// Read every message when the queue needs their priorities or sizes;
+	// otherwise only the chunks with a transient or expiring message.
+	readAll := q.maxPrio > 0 || cfg.maxBytes >= 0
 
-	ready := 0
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.mu.settled = set
 	if head < end {
+		// The scan reads without the lock, but nothing else runs yet.
 		r, err := q.log.NewReader(osiris.AtOffset(head), osiris.ReaderOptions{})
 		if err != nil {
 			return err
@@ -171,6 +200,8 @@ func (q *Queue) recover() error {
 		defer r.Close()
 		prev := head
 		var buf []byte
+		var ids []idRange
+		var metas []pubMeta
 		for {
 			c, ok, err := r.TryNext()
 			if err != nil {
@@ -184,12 +215,23 @@ func (q *Queue) recover() error {
 				continue
 			}
 			if h.ChunkID > prev {
-				set.addRange(prev, h.ChunkID) // tracking chunks between user chunks
+				q.mu.settled.addRange(prev, h.ChunkID) // tracking chunks between user chunks
 			}
 			lo, hi := max(h.ChunkID, head), h.NextOffset()
-			if h.BloomSize == 0 {
-				// Only persistent messages: count them from the header.
-				ready += int(hi - lo - set.countIn(lo, hi))
+			ids, metas = ids[:0], metas[:0]
+			if h.BloomSize == 0 && !readAll {
+				// Only persistent messages without a TTL of their own:
+				// take them from the header (sizes unknown).
+				for x := lo; x < hi; {
+					x = q.mu.settled.firstGap(x)
+					if x >= hi {
+						break
+					}
+					y := q.mu.settled.nextIn(x, hi)
+					ids = append(ids, idRange{x, y})
+					x = y
+				}
+				q.enqueueLocked(ids, nil, h.Timestamp, cfg.ttl)
 			} else {
 				if buf, err = c.ReadData(buf); err != nil {
 					return err
@@ -201,29 +243,41 @@ func (q *Queue) recover() error {
 						return fmt.Errorf("queues: chunk %d: bad entry: %w", h.ChunkID, segment.ErrCorrupt)
 					}
 					data = rest
-					if id < lo || set.contains(id) {
+					if id < lo || q.mu.settled.contains(id) {
 						continue
 					}
-					if recordIsPersistent(e.Data) {
-						ready++
-					} else {
-						set.add(id) // transient: gone with the restart
+					rec, err := parseRecord(e.Data)
+					if err != nil {
+						q.mu.settled.add(id)
+						q.logDropped(id, true, err)
+						continue
 					}
+					if !rec.persistent {
+						q.mu.settled.add(id) // transient: gone with the restart
+						continue
+					}
+					m, err := parseMeta(rec, q.maxPrio)
+					if err != nil {
+						q.mu.settled.add(id)
+						q.logDropped(id, true, err)
+						continue
+					}
+					if n := len(ids); n > 0 && ids[n-1].hi == id {
+						ids[n-1].hi++
+					} else {
+						ids = append(ids, idRange{id, id + 1})
+					}
+					metas = append(metas, m)
 				}
+				q.enqueueLocked(ids, metas, h.Timestamp, cfg.ttl)
 			}
 			prev = hi
 		}
 		if prev < end {
-			set.addRange(prev, end) // trailing tracking chunks
+			q.mu.settled.addRange(prev, end) // trailing tracking chunks
 		}
 	}
-
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.mu.settled = set
-	q.mu.cursor = set.firstGap(0)
 	q.mu.tail = end
-	q.mu.ready = ready
 	q.mu.deliveredMark = mark
 	q.mu.redeliverBelow = mark
 	q.markDirtyLocked() // persist the cleaned state; delete settled segments

@@ -1,0 +1,225 @@
+package queues
+
+import (
+	"context"
+	"errors"
+	"runtime/pprof"
+	"sync"
+)
+
+// Dead-lettering (x-dead-letter-exchange, x-dead-letter-routing-key),
+// after rabbit_dead_letter:publish/5.
+//
+// A message is dead-lettered when it is rejected (basic.reject or
+// basic.nack with requeue=false: Discard), when it expires, and when it
+// is dropped or refused at a length limit (maxlen). Without a dead-letter
+// exchange it is just settled. With one, it is claimed (q.mu.claimed: no
+// longer ready, not yet settled) and handed to the queue's dead-letter
+// worker, a goroutine that runs while there is work: it reads the message
+// back from the log, makes the new record (queue_death.go), routes it
+// through the dead-letter exchange (a missing exchange drops the message,
+// as RabbitMQ does), leaves out the target queues that would close a
+// cycle without a rejection (a cycle drops the message, as RabbitMQ),
+// appends it to the targets' logs and, once every target has stored it,
+// settles it in this queue. So dead-lettering is at least once: a crash
+// before the targets stored the copy leaves the message in this queue,
+// where recovery finds it again (and expires it again, if it expired).
+// RabbitMQ's classic queues dead-letter at most once.
+//
+// A target refusing the copy (its own reject-publish) drops it there.
+// The copy is a new record in each target's log: a different queue's log
+// cannot share this one's bytes.
+
+// dlWork is dead-lettering to do.
+type dlWork struct {
+	r      idRange // claimed message ids, when rec is nil
+	rec    []byte  // a refused publish's record (not in the log)
+	reason deathReason
+}
+
+// dlBatch is how many messages the worker has in flight at a time.
+const dlBatch = 256
+
+// deadFn returns what to do with ready (or unacked) messages that die for
+// reason: claim and dead-letter them, or settle them when the queue has
+// no dead-letter exchange.
+// REQUIRES: q.mu held while the returned function is called.
+func (q *Queue) deadFn(reason deathReason) func(r idRange) {
+	if !q.config().hasDLX {
+		return func(r idRange) {
+			q.mu.settled.addRange(r.lo, r.hi)
+			q.markDirtyLocked()
+		}
+	}
+	return func(r idRange) {
+		q.mu.claimed.addRange(r.lo, r.hi)
+		if n := len(q.mu.dl); n > 0 && q.mu.dl[n-1].rec == nil && q.mu.dl[n-1].reason == reason && q.mu.dl[n-1].r.hi == r.lo {
+			q.mu.dl[n-1].r.hi = r.hi
+		} else {
+			q.mu.dl = append(q.mu.dl, dlWork{r: r, reason: reason})
+		}
+		q.startDeadLetterLocked()
+	}
+}
+
+// deadRecordLocked dead-letters a refused publish's record (without the
+// entry size).
+// REQUIRES: q.mu held.
+func (q *Queue) deadRecordLocked(rec []byte, reason deathReason) {
+	q.mu.dl = append(q.mu.dl, dlWork{rec: rec, reason: reason})
+	q.startDeadLetterLocked()
+}
+
+// startDeadLetterLocked starts the dead-letter worker unless it runs.
+// REQUIRES: q.mu held.
+func (q *Queue) startDeadLetterLocked() {
+	if q.mu.dlRunning || q.mu.closed {
+		return
+	}
+	q.mu.dlRunning = true
+	done := make(chan struct{})
+	q.mu.dlDone = done
+	go pprof.Do(context.Background(), pprof.Labels("queue-dead-letter", q.def.VHost+"/"+q.def.Name),
+		func(context.Context) { q.deadLetterLoop(done) })
+}
+
+// deadLetterLoop is the dead-letter worker; it exits (closing done) when
+// there is nothing left to do or the queue closes (what it had not done
+// stays claimed, unsettled: after a restart it is found again).
+func (q *Queue) deadLetterLoop(done chan struct{}) {
+	defer close(done)
+	var cr chunkReader
+	cr.s = q.log
+	defer cr.close()
+	var batch []dlWork
+	var settle []idRange
+	var wg sync.WaitGroup
+	var dst []string
+	for {
+		q.mu.Lock()
+		for _, r := range settle {
+			q.mu.claimed.removeRange(r.lo, r.hi)
+			q.mu.settled.addRange(r.lo, r.hi)
+		}
+		if len(settle) > 0 {
+			q.markDirtyLocked()
+		}
+		settle = settle[:0]
+		if q.mu.closed || len(q.mu.dl) == 0 {
+			q.mu.dlRunning = false
+			q.mu.Unlock()
+			return
+		}
+		batch = batch[:0]
+		for n := 0; n < dlBatch && len(q.mu.dl) > 0; {
+			w := &q.mu.dl[0]
+			if w.rec != nil {
+				batch = append(batch, *w)
+				q.mu.dl = q.mu.dl[1:]
+				n++
+				continue
+			}
+			take := *w
+			if k := uint64(dlBatch - n); w.r.hi-w.r.lo > k {
+				take.r.hi = w.r.lo + k
+				w.r.lo = take.r.hi
+			} else {
+				q.mu.dl = q.mu.dl[1:]
+			}
+			batch = append(batch, take)
+			n += int(take.r.hi - take.r.lo)
+		}
+		if len(q.mu.dl) == 0 {
+			q.mu.dl = nil
+		}
+		cfg := q.config()
+		q.mu.Unlock()
+
+		for _, w := range batch {
+			if w.rec != nil {
+				if rec, err := parseRecord(w.rec); err == nil {
+					dst = q.deadLetterOne(&wg, cfg, rec, w.reason, dst)
+				}
+				continue
+			}
+			for id := w.r.lo; id < w.r.hi; id++ {
+				raw, found, _, err := cr.record(id)
+				if err != nil || !found {
+					if err == nil {
+						err = errors.New("message missing from the log")
+					}
+					q.b.log.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+					continue
+				}
+				rec, err := parseRecord(raw)
+				if err != nil {
+					q.logDropped(id, true, err)
+					continue
+				}
+				dst = q.deadLetterOne(&wg, cfg, rec, w.reason, dst)
+			}
+			settle = append(settle, w.r)
+		}
+		wg.Wait()
+	}
+}
+
+// deadLetterOne republishes rec, which died for reason, to the
+// dead-letter exchange of cfg; wg counts the target queues' appends.
+// rec may alias a reader's buffer: it is copied before this returns.
+func (q *Queue) deadLetterOne(wg *sync.WaitGroup, cfg *queueConfig, rec record, reason deathReason, dst []string) []string {
+	if !cfg.hasDLX {
+		return dst // the policy that named it went: drop
+	}
+	dl, err := buildDeadLetter(rec, q.def.Name, reason, cfg.dlx, cfg.dlrk, cfg.hasDLRK, q.nowMs())
+	if err != nil {
+		q.b.log.Error("queues: dead-letter: cannot rewrite message", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		return dst
+	}
+	names, err := q.b.routeDeadLetter(q.def.VHost, cfg.dlx, dl, dst[:0])
+	if err != nil {
+		return names // no such exchange: dropped (rabbit_amqqueue_process:with_dlx)
+	}
+	for _, name := range names {
+		if reason != reasonRejected && isDeathCycle(name, dl.deaths) {
+			if !q.cycleLogged.Swap(true) {
+				q.b.log.Warn("queues: message dropped: dead-letter cycle without reason 'rejected' (logged once per queue)",
+					"vhost", q.def.VHost, "queue", q.def.Name, "target", name)
+			}
+			continue
+		}
+		tq, err := q.b.Queue(q.def.VHost, name)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		tq.Publish(dl.rec, dl.persistent, func(err error) {
+			if err != nil && !errors.Is(err, ErrRejectPublish) && !errors.Is(err, ErrNotFound) {
+				q.b.log.Error("queues: dead-letter: publish", "vhost", q.def.VHost, "queue", q.def.Name, "target", name, "err", err)
+			}
+			wg.Done()
+		})
+	}
+	return names
+}
+
+// routeDeadLetter routes a dead-lettered message through exchange, as
+// RouteMessage does but also through an internal exchange (RabbitMQ
+// routes dead letters with rabbit_exchange:route/3, which does not check
+// internal). A missing exchange is 404.
+func (b *Broker) routeDeadLetter(vhost, exchange string, dl *deadLetter, dst []string) ([]string, error) {
+	vt, err := b.topoVHost(vhost)
+	if err != nil {
+		return dst, err
+	}
+	vt.mu.RLock()
+	defer vt.mu.RUnlock()
+	x := vt.exchanges[exchange]
+	if x == nil {
+		return dst, errNoExchange(vhost, exchange)
+	}
+	if exchange == "" {
+		return vt.routeDefaultLocked(dl.keys, dst), nil
+	}
+	return vt.routeLocked(x, dl.keys, dl.headers, &dl.props, dst), nil
+}
