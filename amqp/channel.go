@@ -35,6 +35,7 @@ type channel struct {
 	routeBuf  []string
 	keyBuf    []string
 	targets   []*queues.Queue
+	rm        queues.RoutingMessage // reused per publish
 	acks      []pendingAck
 	ids       []uint64
 	scratch   struct {

@@ -207,7 +207,6 @@ func TestConsistentHashExchange(t *testing.T) {
 // Ensure hash-property routes on message_id, correlation_id and
 // timestamp end to end.
 func TestConsistentHashExchangeProperty(t *testing.T) {
-	t.Skip("the front end does not pass message properties to routing yet: amqp/publish.go must call Broker.RouteMessage")
 	tb := startBroker(t, brokerOpts{})
 	_, ch := confirmChannel(t, tb)
 	for _, prop := range []string{"message_id", "correlation_id", "timestamp"} {

@@ -132,7 +132,12 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 		}
 	}
 	ch.keyBuf = keys
-	qs, err := ch.c.broker.Route(ch.c.vhost, exchange, keys, headers, ch.routeBuf[:0])
+	ch.rm = queues.RoutingMessage{Keys: keys, Headers: headers, Props: queues.RoutingProps{
+		MessageID: pv.MessageID, CorrelationID: pv.CorrelationID,
+		Timestamp: pv.Timestamp, HasTimestamp: pv.Flags&wire.FlagTimestamp != 0,
+	}}
+	qs, err := ch.c.broker.RouteMessage(ch.c.vhost, exchange, &ch.rm, ch.routeBuf[:0])
+	ch.rm = queues.RoutingMessage{}
 	ch.routeBuf = qs[:0]
 	if err != nil {
 		return err

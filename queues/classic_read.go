@@ -178,6 +178,9 @@ func (cr *chunkReader) record(id uint64) (rec []byte, found bool, next uint64, e
 			cr.close()
 			return nil, false, 0, err
 		}
+		// The chunk is in memory now: a reader at the end of the log lets
+		// go of the active segment's files, so an idle queue holds none.
+		cr.r.Park()
 		if id < h.ChunkID {
 			return nil, false, h.ChunkID, nil
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
@@ -295,6 +296,11 @@ func (r *queueRegistry) queueLogConfig(durable bool) osiris.Config {
 func (b *Broker) queueLogOptions() osiris.Options {
 	o := b.opts.StreamOptions
 	o.RetentionInterval = -1
+	if o.IdleTimeout == 0 {
+		// An idle queue closes its log's files and ends its writer
+		// goroutine sooner than a stream does: there may be many.
+		o.IdleTimeout = 5 * time.Second
+	}
 	if o.MaxChunkBytes == 0 || o.MaxChunkBytes > queueMaxChunkBytes {
 		o.MaxChunkBytes = queueMaxChunkBytes
 	}
