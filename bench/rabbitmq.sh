@@ -19,7 +19,8 @@
 #
 # All state (mnesia, logs, config, pid file) lives under
 # WARREN_BENCH_RABBIT_DIR (default /tmp/warren-bench-rabbitmq); start wipes
-# the node's data there first, so every start is a fresh node. The node runs
+# the node's data there first, so every start is a fresh node (unless
+# WARREN_BENCH_RABBIT_KEEP_DATA=1, for restart-time measurements). The node runs
 # as the rabbitmq user; the script must run as root or as rabbitmq. It works
 # on Debian bookworm (rabbitmq-server 3.10 with its own Erlang).
 set -euo pipefail
@@ -156,8 +157,11 @@ start() {
 			die "port $p is already in use on $HOST; set the WARREN_BENCH_RABBIT_*_PORT variables"
 		fi
 	done
-	# Every start is a fresh node: no streams left from earlier runs.
-	rm -rf "$BASE/mnesia"
+	# Every start is a fresh node: no streams left from earlier runs
+	# (WARREN_BENCH_RABBIT_KEEP_DATA=1 keeps them: restart measurements).
+	if [[ ${WARREN_BENCH_RABBIT_KEEP_DATA:-0} != 1 ]]; then
+		rm -rf "$BASE/mnesia"
+	fi
 	write_config
 	if ! epmd_up; then
 		as_rabbit epmd -port "$EPMD_PORT" -address "$HOST" -daemon

@@ -78,9 +78,9 @@ func setupHint(env *stream.Environment, cfg Config) string {
 		md.Leader.Host, md.Leader.Port, cfg.Addr)
 }
 
-// window bounds a producer's unconfirmed messages. One goroutine acquires,
-// another releases.
-type window struct {
+// Window bounds a producer's unconfirmed messages. One goroutine acquires,
+// another releases. Other harnesses (bench/perf) share it.
+type Window struct {
 	mu struct {
 		sync.Mutex
 		free int
@@ -88,15 +88,16 @@ type window struct {
 	signal chan struct{} // 1-buffered: "free grew"
 }
 
-func newWindow(size int) *window {
-	w := &window{signal: make(chan struct{}, 1)}
+// NewWindow returns a Window with size free slots.
+func NewWindow(size int) *Window {
+	w := &Window{signal: make(chan struct{}, 1)}
 	w.mu.free = size
 	return w
 }
 
-// acquire takes n slots, waiting until they are free, stall passes with no
+// Acquire takes n slots, waiting until they are free, stall passes with no
 // release, or ctx ends.
-func (w *window) acquire(ctx context.Context, n int, stall time.Duration) error {
+func (w *Window) Acquire(ctx context.Context, n int, stall time.Duration) error {
 	var timer *time.Timer
 	for {
 		w.mu.Lock()
@@ -124,8 +125,8 @@ func (w *window) acquire(ctx context.Context, n int, stall time.Duration) error 
 	}
 }
 
-// release returns n slots.
-func (w *window) release(n int) {
+// Release returns n slots.
+func (w *Window) Release(n int) {
 	w.mu.Lock()
 	w.mu.free += n
 	w.mu.Unlock()

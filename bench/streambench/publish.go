@@ -33,7 +33,7 @@ func RunPublish(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer func() { _ = env.Close() }()
 
-	if err := recreateStream(ctx, env, cfg); err != nil {
+	if err := RecreateStream(ctx, env, cfg.Stream, stream.NewStreamOptions(), cfg.SetupTimeout); err != nil {
 		return res, err
 	}
 
@@ -89,31 +89,32 @@ func RunPublish(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// recreateStream deletes cfg.Stream if it exists, waits until it is gone and
-// declares it.
-func recreateStream(ctx context.Context, env *stream.Environment, cfg Config) error {
-	exists, err := env.StreamExists(cfg.Stream)
+// RecreateStream deletes the stream name if it exists, waits (at most
+// timeout) until it is gone and declares it with opts. Other harnesses
+// (bench/perf) share it.
+func RecreateStream(ctx context.Context, env *stream.Environment, name string, opts *stream.StreamOptions, timeout time.Duration) error {
+	exists, err := env.StreamExists(name)
 	if err != nil {
-		return fmt.Errorf("streambench: stream %q exists: %w", cfg.Stream, err)
+		return fmt.Errorf("streambench: stream %q exists: %w", name, err)
 	}
 	if exists {
-		if err := env.DeleteStream(cfg.Stream); err != nil {
-			return fmt.Errorf("streambench: delete stream %q: %w", cfg.Stream, err)
+		if err := env.DeleteStream(name); err != nil {
+			return fmt.Errorf("streambench: delete stream %q: %w", name, err)
 		}
 		// DeclareStream treats "already exists" as success, so a declare
 		// that overtook the delete would publish onto the old stream.
-		deadline := time.Now().Add(cfg.SetupTimeout)
+		deadline := time.Now().Add(timeout)
 		for {
-			exists, err := env.StreamExists(cfg.Stream)
+			exists, err := env.StreamExists(name)
 			if err != nil {
-				return fmt.Errorf("streambench: stream %q exists: %w", cfg.Stream, err)
+				return fmt.Errorf("streambench: stream %q exists: %w", name, err)
 			}
 			if !exists {
 				break
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("streambench: stream %q still exists %v after delete: %w",
-					cfg.Stream, cfg.SetupTimeout, ErrTimeout)
+					name, timeout, ErrTimeout)
 			}
 			select {
 			case <-ctx.Done():
@@ -122,8 +123,8 @@ func recreateStream(ctx context.Context, env *stream.Environment, cfg Config) er
 			}
 		}
 	}
-	if err := env.DeclareStream(cfg.Stream, stream.NewStreamOptions()); err != nil {
-		return fmt.Errorf("streambench: declare stream %q: %w", cfg.Stream, err)
+	if err := env.DeclareStream(name, opts); err != nil {
+		return fmt.Errorf("streambench: declare stream %q: %w", name, err)
 	}
 	return nil
 }
@@ -136,7 +137,7 @@ type publisher struct {
 	producer *stream.Producer
 	confirms stream.ChannelPublishConfirm
 	closed   stream.ChannelClose
-	win      *window
+	win      *Window
 
 	// Owned by the confirm loop in run; read after run returns.
 	ok, failed   int
@@ -171,7 +172,7 @@ func newPublisher(ctx context.Context, env *stream.Environment, cfg Config, id, 
 		producer:  prod,
 		confirms:  prod.NotifyPublishConfirmation(),
 		closed:    prod.NotifyClose(),
-		win:       newWindow(cfg.MaxInFlight),
+		win:       NewWindow(cfg.MaxInFlight),
 		latencies: make([]time.Duration, 0, n),
 	}, nil
 }
@@ -209,7 +210,7 @@ func (p *publisher) send(ctx context.Context, cfg Config) error {
 	batch := make([]message.StreamMessage, 0, cfg.BatchSize)
 	for sent := 0; sent < p.n; {
 		b := min(cfg.BatchSize, p.n-sent)
-		if err := p.win.acquire(ctx, b, cfg.StallTimeout); err != nil {
+		if err := p.win.Acquire(ctx, b, cfg.StallTimeout); err != nil {
 			return fmt.Errorf("streambench: producer %d after %d of %d sent: %w", p.id, sent, p.n, err)
 		}
 		batch = batch[:0]
@@ -259,7 +260,7 @@ func (p *publisher) awaitConfirms(ctx context.Context, cfg Config) error {
 			}
 			settled += len(statuses)
 			p.last = now
-			p.win.release(len(statuses))
+			p.win.Release(len(statuses))
 			stall.Reset(cfg.StallTimeout)
 			if p.failed > 0 {
 				// The client reports a message as failed when the broker

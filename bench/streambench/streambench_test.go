@@ -201,33 +201,33 @@ func TestResultRates(t *testing.T) {
 // fails after the stall timeout without a release.
 func TestWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWindow(10)
+		w := NewWindow(10)
 		ctx := t.Context()
-		if err := w.acquire(ctx, 10, time.Second); err != nil {
+		if err := w.Acquire(ctx, 10, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan error, 1)
-		go func() { got <- w.acquire(ctx, 4, time.Second) }()
+		go func() { got <- w.Acquire(ctx, 4, time.Second) }()
 		synctest.Wait()
 		select {
 		case err := <-got:
 			t.Fatalf("acquire on a full window returned %v", err)
 		default:
 		}
-		w.release(3) // not enough yet
+		w.Release(3) // not enough yet
 		synctest.Wait()
 		select {
 		case err := <-got:
 			t.Fatalf("acquire of 4 with 3 free returned %v", err)
 		default:
 		}
-		w.release(1)
+		w.Release(1)
 		if err := <-got; err != nil {
 			t.Fatalf("acquire after release: %v", err)
 		}
 
 		start := time.Now()
-		if err := w.acquire(ctx, 1, time.Second); !errors.Is(err, ErrTimeout) {
+		if err := w.Acquire(ctx, 1, time.Second); !errors.Is(err, ErrTimeout) {
 			t.Fatalf("acquire on a stalled window: got %v, want ErrTimeout", err)
 		}
 		if d := time.Since(start); d != time.Second {
@@ -236,7 +236,7 @@ func TestWindow(t *testing.T) {
 
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if err := w.acquire(cctx, 1, time.Second); !errors.Is(err, context.Canceled) {
+		if err := w.Acquire(cctx, 1, time.Second); !errors.Is(err, context.Canceled) {
 			t.Errorf("acquire with a cancelled context: got %v, want context.Canceled", err)
 		}
 	})

@@ -19,7 +19,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -53,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The client logs through a package-level logger; keep its warnings and
 	// errors, drop its info chatter unless asked.
-	logs.SetLogger(clientLogger{info: opts.clientLog, l: log.New(stderr, "client: ", log.LstdFlags)})
+	logs.SetLogger(streambench.NewClientLogger(log.New(stderr, "client: ", log.LstdFlags), opts.clientLog))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -297,28 +296,4 @@ func (r *report) print(w io.Writer) {
 			fmt.Fprintf(w, "ratio %s/%s %-8s %.2fx msgs/s\n", x.First, x.Other, x.Mode, x.Ratio)
 		}
 	}
-}
-
-// clientLogger adapts the stream client's logger interface.
-type clientLogger struct {
-	info bool
-	l    *log.Logger
-}
-
-func (c clientLogger) Info(msg string, v ...any) {
-	if c.info {
-		c.l.Printf("[info] "+msg, v...)
-	}
-}
-func (c clientLogger) Debug(string, ...any)      {}
-func (c clientLogger) Warn(msg string, v ...any) { c.l.Printf("[warn] "+msg, v...) }
-
-func (c clientLogger) Error(msg string, v ...any) {
-	text := fmt.Sprintf(msg, v...)
-	// On every clean shutdown the broker's close frame races the client's
-	// own close, and v1.8.3 logs the failed reply as an error.
-	if !c.info && strings.Contains(text, "closeFrameHandler") && strings.Contains(text, "use of closed network connection") {
-		return
-	}
-	c.l.Print("[error] " + text)
 }
