@@ -45,6 +45,7 @@ type channel struct {
 
 	conf    confirms
 	barrier barrier
+	timeout timeoutState // consumer timeout (consumer_timeout.go)
 
 	mu struct {
 		sync.Mutex
@@ -52,6 +53,7 @@ type channel struct {
 		nextTag   uint64
 		unacked   []pendingAck // ascending delivery tags
 		consumers map[string]*consumer
+		reply     *replyConsumer // amq.rabbitmq.reply-to consumer (reply_to.go)
 	}
 }
 
@@ -64,11 +66,15 @@ func newChannel(c *conn, id uint16) *channel {
 	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}}
 	ch.mu.consumers = map[string]*consumer{}
 	ch.conf.ch = ch
+	ch.armTimeout()
 	return ch
 }
 
 // handleFrame handles a frame for an open channel (or one closing).
 func (ch *channel) handleFrame(f wire.Frame) error {
+	if ch.state == chanOpen && ch.timeout.fired.Load() {
+		ch.timedOut() // closed by the consumer timeout
+	}
 	if ch.state == chanClosing {
 		// Only the close handshake matters now.
 		if f.Type != wire.FrameMethod {
@@ -161,9 +167,13 @@ func (ch *channel) shutdown() {
 	ch.mu.Lock()
 	if ch.mu.closed {
 		ch.mu.Unlock()
+		if ch.timeout.fired.Load() {
+			ch.timedOut()
+		}
 		return
 	}
 	ch.mu.closed = true
+	ch.stopTimeoutLocked()
 	consumers := ch.mu.consumers
 	ch.mu.consumers = map[string]*consumer{}
 	unacked := ch.mu.unacked
@@ -222,6 +232,9 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		}
 		ch.recover()
 	case *wire.QueueDeclare:
+		if handled, err := ch.declareReplyTo(m); handled {
+			return err
+		}
 		ch.barrier.wait()
 		return ch.handleQueueDeclare(m)
 	case *wire.QueueBind:

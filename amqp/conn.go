@@ -104,11 +104,13 @@ func (c *conn) shutdown() {
 	c.out.frames(func(b []byte) []byte {
 		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - broker shutdown"})
 	})
+	// The writer sends what is queued (the close) and exits; only if it
+	// cannot within two seconds is it stopped.
 	c.out.close()
-	c.closeOnce.Do(func() { close(c.stop) })
 	select {
 	case <-c.writerDone:
 	case <-time.After(2 * time.Second):
+		c.closeOnce.Do(func() { close(c.stop) })
 	}
 	c.nc.Close()
 }

@@ -13,6 +13,7 @@ type pendingAck struct {
 	q   *queues.Queue
 	id  uint64
 	sc  *streamConsumer // a stream delivery: settling gives credit back (q is nil)
+	at  int64           // when delivered (monoNow), for the consumer timeout
 }
 
 type settleMode uint8
@@ -64,6 +65,7 @@ type consumer struct {
 	qc      *queues.Consumer
 	stream  *streamConsumer // a consumer of a stream (q and qc are nil)
 	noAck   bool
+	reply   *replyConsumer    // amq.rabbitmq.reply-to (reply_to.go; q and qc are nil)
 	deliver wire.BasicDeliver // reused under ch.mu
 }
 
@@ -84,7 +86,7 @@ func (cs *consumer) Deliver(d *queues.Delivery) {
 	ch.mu.nextTag++
 	tag := ch.mu.nextTag
 	if !cs.noAck {
-		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID})
+		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID, at: monoNow()})
 	}
 	cs.deliver = wire.BasicDeliver{
 		ConsumerTag: cs.tag,
@@ -94,9 +96,10 @@ func (cs *consumer) Deliver(d *queues.Delivery) {
 		RoutingKey:  d.RoutingKey,
 	}
 	frameMax := ch.c.frameMax
+	props := queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
 	ch.c.out.frames(func(b []byte) []byte {
 		b = wire.AppendMethodFrame(b, ch.id, &cs.deliver)
-		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), d.Props)
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), props)
 		return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
 	})
 	ch.mu.Unlock()
@@ -120,6 +123,9 @@ func (cs *consumer) Cancelled(q *queues.Queue, tag string) {
 }
 
 func (ch *channel) handleConsume(m *wire.BasicConsume) error {
+	if m.Queue == replyToName {
+		return ch.consumeReplyTo(m)
+	}
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -134,12 +140,24 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		}
 		return err
 	}
+	prio, err := q.ConsumerPriority(m.Arguments)
+	if err != nil {
+		return err
+	}
+	if q.Quorum() && ch.limit.Limit != 0 {
+		// RabbitMQ ≤4.2: a quorum queue refuses a channel with an active
+		// global qos (rabbit_quorum_queue:consume, limiter_active).
+		return newError(wire.NotImplemented, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost)
+	}
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = randomName("amq.ctag-")
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	if ch.mu.closed {
+		return nil // closed by the consumer timeout meanwhile
+	}
 	if _, dup := ch.mu.consumers[tag]; dup {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
@@ -152,6 +170,7 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		Channel:   ch.limit,
 		Owner:     ch.c,
 		Sink:      cs,
+		Priority:  prio,
 	})
 	if err != nil {
 		return err
@@ -194,6 +213,9 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		}
 		return err
 	}
+	if err := q.CheckGet(); err != nil {
+		return err
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	frameMax := ch.c.frameMax
@@ -201,12 +223,13 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		ch.mu.nextTag++
 		tag := ch.mu.nextTag
 		if !m.NoAck {
-			ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID})
+			ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID, at: monoNow()})
 		}
 		ok := &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: d.MessageCount}
+		props := queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
 		ch.c.out.frames(func(b []byte) []byte {
 			b = wire.AppendMethodFrame(b, ch.id, ok)
-			b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), d.Props)
+			b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), props)
 			return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
 		})
 	})

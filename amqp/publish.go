@@ -122,6 +122,19 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 			return e
 		}
 	}
+	if string(pv.ReplyTo) == replyToName {
+		if props, err = ch.rewriteReplyTo(props); err != nil {
+			return err
+		}
+		if pv, err = wire.ScanProperties(props); err != nil {
+			return newError(wire.FrameError, "cannot decode content properties: %v", err)
+		}
+	}
+	if isReplyKey(exchange, key) {
+		ch.deliverReply(exchange, key, props, body)
+		done.complete(nil) // routed, even when the requester is gone
+		return nil
+	}
 	keys := append(ch.keyBuf[:0], key)
 	var headers map[string]any
 	if pv.Headers != nil {

@@ -38,12 +38,17 @@ type Config struct {
 	// queue declarations as RabbitMQ 4.3 does (541). Off by default: the
 	// ≤4.2 behaviour that common client code relies on.
 	DenyTransientNonExclusive bool
+	// ConsumerTimeout closes a channel (406) whose oldest unacked
+	// delivery is older than this; zero means 30 minutes, as RabbitMQ's
+	// consumer_timeout, and a negative value disables it.
+	ConsumerTimeout time.Duration
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	replies replyRegistry // direct reply-to consumers (reply_to.go)
 
 	mu struct {
 		sync.Mutex
@@ -73,6 +78,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.ConsumerTimeout == 0 {
+		cfg.ConsumerTimeout = DefaultConsumerTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.mu.listeners = map[net.Listener]struct{}{}

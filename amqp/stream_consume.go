@@ -332,7 +332,7 @@ func (sc *streamConsumer) send(d *streamDelivery) bool {
 	}
 	ch.mu.nextTag++
 	tag := ch.mu.nextTag
-	ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, sc: sc})
+	ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, sc: sc, at: monoNow()})
 	sc.deliver = wire.BasicDeliver{ConsumerTag: sc.cs.tag, DeliveryTag: tag, Exchange: d.exchange, RoutingKey: d.key}
 	frameMax := ch.c.frameMax
 	ch.c.out.frames(func(b []byte) []byte {
@@ -404,6 +404,10 @@ func settleStream(acks []pendingAck) []pendingAck {
 
 // stop ends the consumer at its queue or stream.
 func (cs *consumer) stop() {
+	if cs.reply != nil {
+		cs.stopReply()
+		return
+	}
 	if cs.stream != nil {
 		cs.stream.stop()
 		return

@@ -118,6 +118,7 @@ type Queue struct {
 		rr                int           // round-robin position
 		hadConsumer       bool          // for auto-delete
 		exclusiveConsumer bool          // a consumer has exclusive use
+		active            *Consumer     // x-single-active-consumer: the one served (classic_sac.go)
 		dispatching       bool          // the dispatcher goroutine runs
 		dispDone          chan struct{} // closed when that dispatcher exits
 		delivering        *Consumer     // reserved by the dispatcher: taking or delivering to it
@@ -239,7 +240,7 @@ func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
 	var filter []byte
 	if q.def.Durable {
 		switch {
-		case !persistent:
+		case !persistent && !q.Quorum(): // quorum queues keep every message
 			filter = transientFilter
 		case m.msgTTL >= 0:
 			filter = expiringFilter
@@ -536,6 +537,11 @@ func (q *Queue) Requeue(ids ...uint64) {
 		}
 		delete(q.mu.unacked, id)
 		q.releaseLocked(u.c)
+		if q.overDeliveryLimitLocked(u.count) {
+			// A quorum queue counts every return (queue_quorum.go).
+			q.deadFn(reasonDeliveryLimit)(idRange{id, id + 1})
+			continue
+		}
 		if u.exp <= now {
 			if dead == nil {
 				dead = q.deadFn(reasonExpired)

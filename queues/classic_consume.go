@@ -95,6 +95,7 @@ type Consumer struct {
 	noAck     bool
 	exclusive bool
 	prefetch  int
+	priority  int
 	ch        *ChannelLimit
 	sink      Sink
 
@@ -134,8 +135,15 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 	if q.mu.exclusiveConsumer || (o.Exclusive && len(q.mu.consumers) > 0) {
 		return nil, Errorf(CodeAccessRefused, "%s in exclusive use", rs("queue", q.def.Name, q.def.VHost))
 	}
-	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, exclusive: o.Exclusive, prefetch: o.Prefetch, ch: o.Channel, sink: o.Sink}
-	q.mu.consumers = append(q.mu.consumers, c)
+	sac := q.singleActive()
+	if sac && o.Exclusive {
+		return nil, Errorf(CodeAccessRefused, "%s in exclusive use", rs("queue", q.def.Name, q.def.VHost))
+	}
+	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, exclusive: o.Exclusive, prefetch: o.Prefetch, priority: o.Priority, ch: o.Channel, sink: o.Sink}
+	q.addConsumerLocked(c)
+	if sac && q.mu.active == nil {
+		q.mu.active = c
+	}
 	q.mu.hadConsumer = true
 	if o.Exclusive {
 		q.mu.exclusiveConsumer = true
@@ -169,6 +177,12 @@ func (q *Queue) Cancel(c *Consumer) {
 	if i := slices.Index(q.mu.consumers, c); i >= 0 {
 		q.mu.consumers = slices.Delete(q.mu.consumers, i, i+1)
 	}
+	if q.mu.active == c {
+		q.mu.active = nil
+		if len(q.mu.consumers) > 0 {
+			q.mu.active = q.mu.consumers[0] // highest priority, first registered
+		}
+	}
 	if c.exclusive {
 		q.mu.exclusiveConsumer = false
 	}
@@ -192,7 +206,13 @@ func (q *Queue) Cancel(c *Consumer) {
 // reserves a delivery for it (counting it as unacked), or returns nil.
 // REQUIRES: q.mu held.
 func (q *Queue) reserveLocked() *Consumer {
+	if q.mu.active != nil {
+		return q.reserveActiveLocked()
+	}
 	n := len(q.mu.consumers)
+	if n > 1 && q.mu.consumers[0].priority != q.mu.consumers[n-1].priority {
+		return q.reservePriorityLocked()
+	}
 	for i := 0; i < n; i++ {
 		c := q.mu.consumers[(q.mu.rr+i)%n]
 		if !c.hasRoomLocked() {

@@ -26,7 +26,9 @@ import (
 // classic_dlx.go), the log record format in queue_record.go, the x-death
 // rewriting in queue_death.go, declare arguments in queue_args.go, the
 // effective settings (arguments and policy) in queue_config.go, recovery
-// and persisted state in queue_recover.go.
+// and persisted state in queue_recover.go. Quorum queues are the same
+// machinery with quorum declare rules and delivery limits
+// (queue_quorum.go).
 //
 // Catalog keys of queues (see doc.go for the others):
 //
@@ -55,7 +57,7 @@ type QueueDef struct {
 	VHost      string
 	Name       string
 	ID         uint64 // the log's directory id
-	Type       string // QueueClassic for now
+	Type       string // QueueClassic or QueueQuorum
 	Durable    bool
 	Exclusive  bool
 	AutoDelete bool
@@ -118,6 +120,9 @@ type ConsumerOptions struct {
 	Channel   *ChannelLimit // optional shared channel limit
 	Owner     any           // the connection, for exclusive queues
 	Sink      Sink
+	// Priority is x-priority: consumers with room of the highest priority
+	// are served first, round robin among equals.
+	Priority int
 }
 
 // Queue log settings.
@@ -212,6 +217,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if !b.VHostExists(def.VHost) {
 		return nil, 0, 0, Errorf(CodeNotFound, "no vhost '%s'", def.VHost)
 	}
+	quorumDef := def // as sent: quorum queues refuse exclusive before non-durable
 	if def.Exclusive {
 		def.Durable = false // exclusive queues are forced transient
 	}
@@ -221,6 +227,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		return nil, m, 0, err // a stream: q is nil (stream_queue.go)
 	}
 	serverNamed := def.Name == ""
+	if serverNamed && queueTypeOf(def.Args) == QueueQuorum {
+		return nil, 0, 0, errServerNamedQuorum()
+	}
 	if serverNamed {
 		for def.Name == "" || reg.get(def.VHost, def.Name) != nil {
 			def.Name = serverName()
@@ -248,11 +257,14 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if err := validateQueueArgs(def.VHost, def.Name, def.Args); err != nil {
 		return nil, 0, 0, err
 	}
-	if t := queueTypeOf(def.Args); t != QueueClassic {
-		return nil, 0, 0, Errorf(CodePreconditionFailed,
-			"cannot declare %s: queue type '%s' is not supported yet (only classic queues are)", rs("queue", def.Name, def.VHost), t)
-	}
 	def.Type = QueueClassic
+	if queueTypeOf(def.Args) == QueueQuorum {
+		quorumDef.Name = def.Name
+		if err := validateQuorumDeclare(quorumDef); err != nil {
+			return nil, 0, 0, err
+		}
+		def.Type, def.Durable = QueueQuorum, true // queue_quorum.go
+	}
 	def.Args = normalizeArgs(def.Args)
 	var owner any
 	if def.Exclusive {

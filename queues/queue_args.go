@@ -204,9 +204,17 @@ func checkQueueEquivalence(cur QueueDef, durable, autoDelete bool, args map[stri
 		return Errorf(CodePreconditionFailed, "inequivalent arg 'auto_delete' for %s: received '%t' but current is '%t'",
 			res, autoDelete, cur.AutoDelete)
 	}
-	for _, k := range classicEquivalenceArgs {
+	equiv := classicEquivalenceArgs[:]
+	if cur.Type == QueueQuorum {
+		equiv = quorumEquivalenceArgs[:]
+	}
+	for _, k := range equiv {
 		old, hadOld := cur.Args[k]
 		nv, hasNew := args[k]
+		if k == "x-queue-type" && hadOld && !hasNew && old != QueueClassic {
+			// The channel's augment_declare_args makes it "classic".
+			nv, hasNew = QueueClassic, true
+		}
 		switch {
 		case !hadOld && !hasNew:
 			continue

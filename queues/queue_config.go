@@ -37,6 +37,9 @@ type queueConfig struct {
 	hasDLX   bool
 	dlrk     string // dead-letter routing key, when hasDLRK
 	hasDLRK  bool
+	// deliveryLimit is a quorum queue's delivery limit; -1: unlimited
+	// (queue_quorum.go).
+	deliveryLimit int64
 }
 
 // limited reports whether a length limit applies.
@@ -49,8 +52,9 @@ func (q *Queue) config() *queueConfig { return q.cfg.Load() }
 // policy that applies to it now. It is the one place the policy lookup
 // plugs in.
 func (q *Queue) resolveConfig() *queueConfig {
-	pol, _ := q.b.EffectivePolicy(q.def.VHost, q.def.Name, QueueClassic)
-	get := func(key string) (any, bool) { return EffectiveQueueArg(QueueClassic, key, q.def.Args, pol) }
+	kind := q.kind()
+	pol, _ := q.b.EffectivePolicy(q.def.VHost, q.def.Name, kind)
+	get := func(key string) (any, bool) { return EffectiveQueueArg(kind, key, q.def.Args, pol) }
 	intOr := func(key string, dflt int64) int64 {
 		if v, ok := get(key); ok {
 			if n, ok := argInt(v); ok {
@@ -77,6 +81,9 @@ func (q *Queue) resolveConfig() *queueConfig {
 			c.overflow = overflowRejectPublish
 		case "reject-publish-dlx":
 			c.overflow = overflowRejectPublishDLX
+			if kind == QueueQuorum {
+				c.overflow = overflowRejectPublish // as RabbitMQ's quorum queues (a warning there)
+			}
 		}
 	}
 	if v, ok := get("dead-letter-exchange"); ok {
@@ -84,6 +91,10 @@ func (q *Queue) resolveConfig() *queueConfig {
 	}
 	if v, ok := get("dead-letter-routing-key"); ok {
 		c.dlrk, c.hasDLRK = asString(v)
+	}
+	c.deliveryLimit = -1
+	if kind == QueueQuorum {
+		c.deliveryLimit = deliveryLimitOf(get("delivery-limit"))
 	}
 	return c
 }

@@ -51,9 +51,10 @@ import (
 type deathReason uint8
 
 const (
-	reasonRejected deathReason = iota + 1 // basic.reject or basic.nack with requeue=false
-	reasonExpired                         // message TTL
-	reasonMaxLen                          // x-max-length(-bytes) with drop-head or reject-publish-dlx
+	reasonRejected      deathReason = iota + 1 // basic.reject or basic.nack with requeue=false
+	reasonExpired                              // message TTL
+	reasonMaxLen                               // x-max-length(-bytes) with drop-head or reject-publish-dlx
+	reasonDeliveryLimit                        // quorum queue: returned past the delivery limit
 )
 
 func (r deathReason) String() string {
@@ -64,6 +65,8 @@ func (r deathReason) String() string {
 		return "expired"
 	case reasonMaxLen:
 		return "maxlen"
+	case reasonDeliveryLimit:
+		return "delivery_limit"
 	}
 	return "unknown"
 }

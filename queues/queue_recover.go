@@ -252,8 +252,8 @@ func (q *Queue) recover() error {
 						q.logDropped(id, true, err)
 						continue
 					}
-					if !rec.persistent {
-						q.mu.settled.add(id) // transient: gone with the restart
+					if !rec.persistent && !q.Quorum() {
+						q.mu.settled.add(id) // transient: gone with the restart (quorum queues keep it)
 						continue
 					}
 					m, err := parseMeta(rec, q.maxPrio)

@@ -165,12 +165,13 @@ func TestTTLZero(t *testing.T) {
 func TestQueueExpires(t *testing.T) {
 	b := openBroker(t, t.TempDir())
 	defer b.Close()
-	args := map[string]any{"x-expires": int32(120)}
+	args := map[string]any{"x-expires": int32(400)}
 	q := declareWith(t, b, "q", false, args)
 	mustPublish(t, q, false, "m")
-	// Used within the period: still there.
+	// Used within the period: still there. (Generous margins: a loaded
+	// CI machine stretches sleeps.)
 	for range 3 {
-		time.Sleep(60 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		if _, err := b.Queue("/", "q"); err != nil {
 			t.Fatalf("deleted while in use: %v", err)
 		}
@@ -190,7 +191,7 @@ func TestQueueExpires(t *testing.T) {
 		_, err := b.Queue("/", "q")
 		return err != nil
 	})
-	if el := time.Since(start); el < 100*time.Millisecond {
+	if el := time.Since(start); el < 350*time.Millisecond {
 		t.Fatalf("deleted %v after the last consumer went", el)
 	}
 	if _, err := q.Get(nil, true, func(*Delivery) {}); err == nil {
