@@ -99,6 +99,10 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	if err := b.watchStreamPolicies(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.openQueues(); err != nil {
 		b.Close()
 		return nil, err
@@ -320,8 +324,12 @@ func ValidStreamName(name string) bool {
 func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
 	reg := b.queueReg()
 	reg.opMu.Lock()
-	defer reg.opMu.Unlock()
-	return b.createStreamLocked(vhost, name, args)
+	err := b.createStreamLocked(vhost, name, args)
+	reg.opMu.Unlock()
+	if err == nil {
+		b.applyStreamPolicy(vhost, name, args)
+	}
+	return err
 }
 
 // Stream returns the open stream, or ErrNotFound.

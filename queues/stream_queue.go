@@ -129,6 +129,7 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 		}
 		return true, 0, err
 	}
+	b.applyStreamPolicy(def.VHost, def.Name, args)
 	return true, 0, nil
 }
 
