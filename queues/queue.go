@@ -258,6 +258,11 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		return nil, 0, 0, err
 	}
 	def.Type = QueueClassic
+	if queueTypeOf(def.Args) == QueueClassic {
+		if err := checkClassicOnlyArgs(def); err != nil {
+			return nil, 0, 0, err
+		}
+	}
 	if queueTypeOf(def.Args) == QueueQuorum {
 		quorumDef.Name = def.Name
 		if err := validateQuorumDeclare(quorumDef); err != nil {

@@ -58,6 +58,27 @@ var nonQuorumArgs = map[string]bool{
 	"x-initial-cluster-size": true,
 }
 
+// nonClassicArgs are arguments only other queue types take: a classic
+// declare with one is refused, as rabbit_amqqueue's per-type argument
+// validation does (unknown arguments are ignored).
+var nonClassicArgs = map[string]bool{
+	"x-delivery-limit": true, "x-dead-letter-strategy": true, "x-quorum-initial-group-size": true,
+	"x-quorum-target-group-size": true, "x-consumer-timeout": true,
+	"x-max-age": true, "x-stream-max-segment-size-bytes": true, "x-stream-filter-size-bytes": true,
+	"x-initial-cluster-size": true,
+}
+
+// checkClassicOnlyArgs refuses a classic declare carrying another type's
+// argument, with RabbitMQ's text.
+func checkClassicOnlyArgs(def QueueDef) error {
+	for _, k := range slices.Sorted(maps.Keys(def.Args)) {
+		if nonClassicArgs[k] {
+			return Errorf(CodePreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_classic_queue", k, rs("queue", def.Name, def.VHost))
+		}
+	}
+	return nil
+}
+
 // Quorum reports whether q is a quorum queue.
 func (q *Queue) Quorum() bool { return q.def.Type == QueueQuorum }
 

@@ -265,3 +265,21 @@ func TestQuorumRejectPublishDLX(t *testing.T) {
 	wantCounts(t, dead, 0, 0)
 	wantCounts(t, q, 1, 0)
 }
+
+// Ensure a classic declare carrying a quorum or stream argument is
+// refused with RabbitMQ's text, and that an unknown argument is ignored.
+func TestClassicRefusesOtherTypesArgs(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	defer b.Close()
+	for _, k := range []string{"x-delivery-limit", "x-max-age", "x-consumer-timeout"} {
+		_, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "c", Durable: true, Args: map[string]any{k: int32(5)}}})
+		e := AsError(err)
+		want := "PRECONDITION_FAILED - invalid arg '" + k + "' for queue 'c' in vhost '/' of queue type rabbit_classic_queue"
+		if e == nil || e.Code != CodePreconditionFailed || e.Text != want {
+			t.Fatalf("%s: got %v, want %q", k, err, want)
+		}
+	}
+	if _, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "c", Durable: true, Args: map[string]any{"x-whatever": int32(5)}}}); err != nil {
+		t.Fatalf("unknown argument: %v", err)
+	}
+}
