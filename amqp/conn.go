@@ -77,8 +77,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 // errClosed ends the reader loop without further frames.
 var errClosed = errors.New("amqp: connection closed")
 
-// serve runs the connection to its end.
-func (c *conn) serve() {
+// Serve runs the connection to its end.
+func (c *conn) Serve() {
 	go func() {
 		defer close(c.writerDone)
 		if err := c.out.writeLoop(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.stop); err != nil {
@@ -99,8 +99,8 @@ func (c *conn) serve() {
 	c.nc.Close()
 }
 
-// shutdown is Server.Close: tell the client and stop.
-func (c *conn) shutdown() {
+// Shutdown is Server.Close: tell the client and stop.
+func (c *conn) Shutdown() {
 	c.out.frames(func(b []byte) []byte {
 		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - broker shutdown"})
 	})

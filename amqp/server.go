@@ -1,12 +1,10 @@
 package amqp
 
 import (
-	"context"
 	"errors"
+	"github.com/warren-mq/warren/internal/netserve"
 	"log/slog"
 	"net"
-	"runtime/pprof"
-	"sync"
 	"time"
 
 	"github.com/warren-mq/warren/queues"
@@ -50,13 +48,7 @@ type Server struct {
 	log     *slog.Logger
 	replies replyRegistry // direct reply-to consumers (reply_to.go)
 
-	mu struct {
-		sync.Mutex
-		listeners map[net.Listener]struct{}
-		conns     map[*conn]struct{}
-		closed    bool
-	}
-	wg sync.WaitGroup
+	conns *netserve.Group // listeners and connections
 }
 
 // NewServer returns a server for cfg.
@@ -83,8 +75,7 @@ func NewServer(cfg Config) *Server {
 		cfg.ConsumerTimeout = DefaultConsumerTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
-	s.mu.listeners = map[net.Listener]struct{}{}
-	s.mu.conns = map[*conn]struct{}{}
+	s.conns = netserve.New("amqp-conn")
 	return s
 }
 
@@ -93,70 +84,17 @@ var ErrServerClosed = errors.New("amqp: server closed")
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn { return newConn(s, nc) })
+	if errors.Is(err, netserve.ErrClosed) {
 		return ErrServerClosed
 	}
-	s.mu.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.mu.closed
-			s.mu.Unlock()
-			if closed {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.mu.closed {
-			s.mu.Unlock()
-			nc.Close()
-			return ErrServerClosed
-		}
-		s.mu.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go pprof.Do(context.Background(), pprof.Labels("amqp-conn", nc.RemoteAddr().String()), func(context.Context) {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.mu.conns, c)
-			s.mu.Unlock()
-		})
-	}
+	return err
 }
 
 // Close stops the listeners, closes every connection (320
 // CONNECTION_FORCED, as a RabbitMQ shutdown does) and waits for their
 // goroutines.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.mu.closed = true
-	for ln := range s.mu.listeners {
-		ln.Close()
-	}
-	conns := make([]*conn, 0, len(s.mu.conns))
-	for c := range s.mu.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.shutdown()
-	}
-	s.wg.Wait()
+	s.conns.Close()
 	return nil
 }

@@ -86,8 +86,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 // errCloseConn ends the connection after what is queued is written.
 var errCloseConn = errors.New("streamproto: close connection")
 
-// serve runs the connection: the writer goroutine and the read loop.
-func (c *conn) serve() {
+// Serve runs the connection: the writer goroutine and the read loop.
+func (c *conn) Serve() {
 	go func() {
 		defer close(c.writerDone)
 		hb := func() time.Duration { return time.Duration(c.heartbeat.Load()) }
@@ -105,8 +105,8 @@ func (c *conn) serve() {
 	c.teardown()
 }
 
-// shutdown closes the connection from outside (server shutdown).
-func (c *conn) shutdown() {
+// Shutdown closes the connection from outside (server shutdown).
+func (c *conn) Shutdown() {
 	c.cancel()
 	c.nc.Close()
 }

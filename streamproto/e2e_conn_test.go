@@ -16,14 +16,9 @@ import (
 // e2eAttached returns the broker's connections that have a publisher or a
 // subscription on stream.
 func (tb *testBroker) e2eAttached(name string) map[*conn]bool {
-	tb.srv.mu.Lock()
-	conns := make([]*conn, 0, len(tb.srv.mu.conns))
-	for c := range tb.srv.mu.conns {
-		conns = append(conns, c)
-	}
-	tb.srv.mu.Unlock()
 	out := map[*conn]bool{}
-	for _, c := range conns {
+	for _, nc := range tb.srv.conns.Conns() {
+		c := nc.(*conn)
 		c.mu.Lock()
 		for _, p := range c.mu.publishers {
 			out[c] = out[c] || p.stream == name

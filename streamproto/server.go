@@ -1,14 +1,12 @@
 package streamproto
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/warren-mq/warren/internal/netserve"
 	"log/slog"
 	"net"
-	"runtime/pprof"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/warren-mq/warren/queues"
@@ -27,13 +25,7 @@ type Server struct {
 
 	sac sacCoordinator // single active consumer groups of all connections
 
-	mu struct {
-		sync.Mutex
-		listeners map[net.Listener]struct{}
-		conns     map[*conn]struct{}
-		closed    bool
-	}
-	wg sync.WaitGroup
+	conns *netserve.Group // listeners and connections
 }
 
 // Config configures a Server.
@@ -82,8 +74,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.handshakeWait == 0 {
 		s.handshakeWait = 30 * time.Second
 	}
-	s.mu.listeners = map[net.Listener]struct{}{}
-	s.mu.conns = map[*conn]struct{}{}
+	s.conns = netserve.New("stream-conn")
 	return s, nil
 }
 
@@ -92,69 +83,16 @@ var ErrServerClosed = errors.New("streamproto: server closed")
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn { return newConn(s, nc) })
+	if errors.Is(err, netserve.ErrClosed) {
 		return ErrServerClosed
 	}
-	s.mu.listeners[ln] = struct{}{}
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.mu.closed
-			s.mu.Unlock()
-			if closed {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.mu.closed {
-			s.mu.Unlock()
-			nc.Close()
-			return ErrServerClosed
-		}
-		s.mu.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go pprof.Do(context.Background(), pprof.Labels("stream-conn", nc.RemoteAddr().String()), func(context.Context) {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.mu.conns, c)
-			s.mu.Unlock()
-		})
-	}
+	return err
 }
 
 // Close stops the listeners, closes every connection and waits for their
 // goroutines.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.mu.closed = true
-	for ln := range s.mu.listeners {
-		ln.Close()
-	}
-	conns := make([]*conn, 0, len(s.mu.conns))
-	for c := range s.mu.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.shutdown()
-	}
-	s.wg.Wait()
+	s.conns.Close()
 	return nil
 }
