@@ -120,7 +120,7 @@ func (q *Queue) ConsumerPriority(args map[string]any) (int, error) {
 	}
 	n, ok := argInt(v)
 	if !ok {
-		return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", "x-priority", res, argTypeName(v))
+		return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", "x-priority", res, fieldType(v))
 	}
 	return int(n), nil
 }

@@ -249,14 +249,14 @@ func erlTerm(v any) string {
 			return strconv.FormatInt(n, 10)
 		}
 		if f, err := x.Float64(); err == nil {
-			return erlFloat(f)
+			return termFloat(f)
 		}
 		return string(x)
 	case float64:
 		if n, ok := policyInt(x); ok {
 			return strconv.FormatInt(n, 10)
 		}
-		return erlFloat(x)
+		return termFloat(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {

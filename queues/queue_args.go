@@ -6,9 +6,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 )
 
 // Queue declare arguments: validation and redeclare equivalence, with
@@ -22,65 +19,6 @@ var classicEquivalenceArgs = [...]string{
 	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
 	"x-queue-version", "x-single-active-consumer", "x-queue-type",
 	"x-queue-master-locator", "x-queue-leader-locator",
-}
-
-// argTypeName is the RabbitMQ field-table type atom of an argument value
-// (rabbit_binary_parser), as its texts print it.
-func argTypeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "void"
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int, uint64, uint: // Go ints are 64-bit: 'l'
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case time.Time:
-		return "timestamp"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	if _, ok := asMap(v); ok {
-		return "table"
-	}
-	if strings.Contains(strings.ToLower(reflect.TypeOf(v).Name()), "decimal") {
-		return "decimal"
-	}
-	return reflect.TypeOf(v).String()
-}
-
-// argClass is RabbitMQ's type_class: integer types compare as one class,
-// floating point types as another.
-func argClass(v any) string {
-	switch t := argTypeName(v); t {
-	case "byte", "short", "signedint", "long", "decimal", "unsignedbyte", "unsignedshort", "unsignedint":
-		return "int"
-	case "float", "double":
-		return "float"
-	default:
-		return t
-	}
 }
 
 // argInt returns an integer argument's value.
@@ -129,7 +67,7 @@ func argFloat(v any) (float64, bool) {
 // argEqual is RabbitMQ's comparison of two present arguments: same type
 // class and equal values.
 func argEqual(a, b any) bool {
-	if argClass(a) != argClass(b) {
+	if fieldClass(fieldType(a)) != fieldClass(fieldType(b)) {
 		return false
 	}
 	if x, ok := argInt(a); ok {
@@ -141,55 +79,6 @@ func argEqual(a, b any) bool {
 		return ok && x == y
 	}
 	return reflect.DeepEqual(normalizeValue(a), normalizeValue(b))
-}
-
-// erlValue prints a value as Erlang's ~tp (~ts for binaries) does, for
-// reply texts.
-func erlValue(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "undefined"
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	case bool:
-		return strconv.FormatBool(x)
-	case time.Time:
-		return strconv.FormatInt(x.Unix(), 10)
-	}
-	if i, ok := argInt(v); ok {
-		return strconv.FormatInt(i, 10)
-	}
-	if f, ok := argFloat(v); ok {
-		return erlFloat(f)
-	}
-	return fmt.Sprint(v)
-}
-
-// erlFloat prints a float as Erlang's shortest form does: 1.5, 2.0, 1.0e6.
-func erlFloat(f float64) string {
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	mant, exp, hasExp := strings.Cut(s, "e")
-	if !strings.Contains(mant, ".") {
-		mant += ".0"
-	}
-	if !hasExp {
-		return mant
-	}
-	exp = strings.TrimPrefix(exp, "+")
-	if strings.HasPrefix(exp, "-") {
-		exp = "-" + strings.TrimLeft(exp[1:], "0")
-	} else {
-		exp = strings.TrimLeft(exp, "0")
-	}
-	return mant + "e" + exp
-}
-
-// erlTyped prints a present argument as rabbit_misc:val/1 does for a
-// {Type, Value} pair.
-func erlTyped(v any) string {
-	return fmt.Sprintf("the value '%s' of type '%s'", erlValue(v), argTypeName(v))
 }
 
 // checkQueueEquivalence compares a redeclare with the existing queue:
@@ -224,7 +113,7 @@ func checkQueueEquivalence(cur QueueDef, durable, autoDelete bool, args map[stri
 			}
 			// Both present: RabbitMQ prints the bare values.
 			return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received '%s' but current is '%s'",
-				k, res, erlValue(nv), erlValue(old))
+				k, res, fieldBare(nv), fieldBare(old))
 		}
 		if k == "x-queue-type" {
 			// Absent equals "classic" (rabbitmq-common#341).
@@ -238,10 +127,10 @@ func checkQueueEquivalence(cur QueueDef, durable, autoDelete bool, args map[stri
 		}
 		recv, curr := "none", "none"
 		if hasNew {
-			recv = erlTyped(nv)
+			recv = fieldArgText(nv, true)
 		}
 		if hadOld {
-			curr = erlTyped(old)
+			curr = fieldArgText(old, true)
 		}
 		return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
 			k, res, recv, curr)
@@ -268,7 +157,7 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 	intArg := func(k string, v any, check func(int64) string) error {
 		n, ok := argInt(v)
 		if !ok {
-			return invalid(k, fmt.Sprintf("%q", "expected integer, got "+argTypeName(v)))
+			return invalid(k, fmt.Sprintf("%q", "expected integer, got "+fieldType(v)))
 		}
 		if r := check(n); r != "" {
 			return invalid(k, r)
@@ -284,7 +173,7 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 			s, ok := v.(string)
 			switch {
 			case !ok:
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			case s != QueueClassic && s != QueueQuorum && s != QueueStream:
 				err = invalid(k, fmt.Sprintf("%q", "unsupported queue type '"+s+"'"))
 			}
@@ -339,11 +228,11 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 			})
 		case "x-dead-letter-exchange":
 			if _, ok := v.(string); !ok {
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			}
 		case "x-dead-letter-routing-key":
 			if _, ok := v.(string); !ok {
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			} else if _, ok := args["x-dead-letter-exchange"]; !ok {
 				err = invalid(k, "routing_key_but_no_dlx_defined")
 			}
@@ -351,19 +240,19 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 			s, ok := v.(string)
 			switch {
 			case !ok:
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			case s != "drop-head" && s != "reject-publish" && s != "reject-publish-dlx":
 				err = invalid(k, "invalid_overflow")
 			}
 		case "x-single-active-consumer":
 			if _, ok := v.(bool); !ok {
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			}
 		case "x-queue-mode":
 			s, ok := v.(string)
 			switch {
 			case !ok:
-				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			case s != "default" && s != "lazy":
 				err = invalid(k, fmt.Sprintf("%q", "unsupported queue mode '"+s+"'"))
 			}

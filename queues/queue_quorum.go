@@ -107,7 +107,7 @@ func validateQuorumDeclare(def QueueDef) error {
 			s, ok := v.(string)
 			switch {
 			case !ok:
-				return invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				return invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			case s != "at-most-once" && s != "at-least-once":
 				return invalid(k, "invalid_dead_letter_strategy")
 			}
@@ -115,7 +115,7 @@ func validateQuorumDeclare(def QueueDef) error {
 			n, ok := argInt(v)
 			switch {
 			case !ok:
-				return invalid(k, fmt.Sprintf("%q", "expected integer, got "+argTypeName(v)))
+				return invalid(k, fmt.Sprintf("%q", "expected integer, got "+fieldType(v)))
 			case n == 0:
 				return invalid(k, "{value_zero,0}")
 			case n < 0:
@@ -125,7 +125,7 @@ func validateQuorumDeclare(def QueueDef) error {
 			n, ok := argInt(v)
 			switch {
 			case !ok:
-				return invalid(k, fmt.Sprintf("%q", "expected integer, got "+argTypeName(v)))
+				return invalid(k, fmt.Sprintf("%q", "expected integer, got "+fieldType(v)))
 			case n < 0:
 				return invalid(k, fmt.Sprintf("{value_negative,%d}", n))
 			}

@@ -167,14 +167,14 @@ func (b *Broker) checkStreamEquivalence(o DeclareOptions, def QueueDef) error {
 				continue
 			}
 			return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received '%s' but current is '%s'",
-				k, res, erlValue(nv), erlValue(old))
+				k, res, fieldBare(nv), fieldBare(old))
 		}
 		recv, curr := "none", "none"
 		if hasNew {
-			recv = erlTyped(nv)
+			recv = fieldArgText(nv, true)
 		}
 		if hadOld {
-			curr = erlTyped(old)
+			curr = fieldArgText(old, true)
 		}
 		return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s", k, res, recv, curr)
 	}
@@ -225,7 +225,7 @@ func streamDeclareArgs(o DeclareOptions, def QueueDef) (map[string]string, error
 		case "x-max-age":
 			s, ok := v.(string)
 			if !ok {
-				return nil, invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				return nil, invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			}
 			if !validMaxAge(s) {
 				return nil, invalid(k, "invalid_max_age")
@@ -234,7 +234,7 @@ func streamDeclareArgs(o DeclareOptions, def QueueDef) (map[string]string, error
 		case "x-queue-leader-locator":
 			s, ok := v.(string)
 			if !ok {
-				return nil, invalid(k, fmt.Sprintf("{unacceptable_type,%s}", argTypeName(v)))
+				return nil, invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
 			}
 			switch s {
 			case "client-local", "balanced", "random", "least-leaders", "min-masters":
@@ -246,7 +246,7 @@ func streamDeclareArgs(o DeclareOptions, def QueueDef) (map[string]string, error
 			n, ok := argInt(v)
 			switch {
 			case !ok:
-				return nil, invalid(k, fmt.Sprintf("%q", "expected integer, got "+argTypeName(v)))
+				return nil, invalid(k, fmt.Sprintf("%q", "expected integer, got "+fieldType(v)))
 			case n < 0:
 				return nil, invalid(k, fmt.Sprintf("{value_negative,%d}", n))
 			case n == 0 && k == "x-initial-cluster-size":

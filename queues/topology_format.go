@@ -136,6 +136,8 @@ func termText(v any) string {
 		return "undefined"
 	case bool:
 		return strconv.FormatBool(x)
+	case time.Time:
+		return strconv.FormatInt(x.Unix(), 10) // AMQP timestamps are seconds
 	case string:
 		return termBinary(x)
 	case []byte:
