@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/warren-mq/warren/internal/amqptab"
 	"maps"
 	"math"
 	"slices"
@@ -43,38 +44,7 @@ const MaxTableDepth = 64
 
 // valueSize returns the encoded size of the value of a tag at the start
 // of b, or -1 if b is too short, or -2 for an unknown tag.
-func valueSize(tag byte, b []byte) int {
-	n := 0
-	switch tag {
-	case 'V':
-		return 0
-	case 't', 'b', 'B':
-		n = 1
-	case 's', 'u':
-		n = 2
-	case 'I', 'i', 'f':
-		n = 4
-	case 'D':
-		n = 5
-	case 'l', 'L', 'd', 'T':
-		n = 8
-	case 'S', 'x', 'A', 'F':
-		if len(b) < 4 {
-			return -1
-		}
-		l := binary.BigEndian.Uint32(b)
-		if uint64(l) > uint64(len(b)-4) {
-			return -1
-		}
-		return 4 + int(l)
-	default:
-		return -2
-	}
-	if len(b) < n {
-		return -1
-	}
-	return n
-}
+func valueSize(tag byte, b []byte) int { return amqptab.ValueSize(tag, b) }
 
 func valueErr(where string, tag byte, size int) error {
 	if size == -2 {

@@ -18,9 +18,9 @@ type Decimal struct {
 // depth 1).
 const MaxDepth = 64
 
-// valueSize returns the encoded size of a value of tag at the start of b,
-// -1 when b is too short, -2 for an unknown tag.
-func valueSize(tag byte, b []byte) int {
+// ValueSize returns the encoded size of a value of tag at the start of b,
+// -1 when b is too short, -2 for an unknown tag. amqp/wire uses it too.
+func ValueSize(tag byte, b []byte) int {
 	n := 0
 	switch tag {
 	case 'V':
@@ -92,7 +92,7 @@ func ScanTable(b []byte, fn func(key []byte, tag byte, value []byte) error) erro
 		off += klen
 		tag := bd[off]
 		off++
-		n := valueSize(tag, bd[off:])
+		n := ValueSize(tag, bd[off:])
 		if n < 0 {
 			return valueErr(tag, n)
 		}
@@ -113,7 +113,7 @@ func ScanArray(b []byte, fn func(tag byte, value []byte) error) error {
 	for off := 0; off < len(bd); {
 		tag := bd[off]
 		off++
-		n := valueSize(tag, bd[off:])
+		n := ValueSize(tag, bd[off:])
 		if n < 0 {
 			return valueErr(tag, n)
 		}
@@ -165,7 +165,7 @@ func readArray(b []byte, depth int) ([]any, error) {
 
 // Decode decodes one value as ScanTable or ScanArray report it.
 func Decode(tag byte, value []byte) (any, error) {
-	if n := valueSize(tag, value); n < 0 {
+	if n := ValueSize(tag, value); n < 0 {
 		return nil, valueErr(tag, n)
 	} else if n != len(value) {
 		return nil, fmt.Errorf("amqptab: value of tag %q: %d trailing bytes: %w", tag, len(value)-n, ErrMalformed)
