@@ -53,6 +53,10 @@ type Config struct {
 	// segment roll (a Go duration such as "1m").
 	RetentionInterval string `json:"retention_interval"`
 	LogLevel          string `json:"log_level"` // debug, info, warn, error
+	// DebugListen, when set, serves Go's runtime profiles
+	// (/debug/pprof/...) over HTTP on that address. Off by default; bind
+	// it to loopback: profiles reveal internals and cost CPU while taken.
+	DebugListen string `json:"debug_listen"`
 }
 
 func defaults() Config {
@@ -93,6 +97,7 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address (empty: off)")
 	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
 	return configFile
 }
 
@@ -228,6 +233,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	}
 	if len(servers) == 0 {
 		return errors.New("nothing to serve: both amqp_listen and stream_listen are empty")
+	}
+	if cfg.DebugListen != "" {
+		ln, err := net.Listen("tcp", cfg.DebugListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("debug_listen: %w", err)
+		}
+		defer serveDebug(ln, logger)()
 	}
 	logger.Info("warren started", "data_dir", cfg.DataDir)
 	errc := make(chan error, len(servers))
