@@ -1,0 +1,558 @@
+// Package leanstream is a minimal, allocation-light client for the
+// RabbitMQ stream protocol, for benchmarks: one connection, publishers that
+// write one Publish frame per batch, and subscribers that get whole chunks
+// and iterate their messages in place. It speaks the v1 frames that both
+// Warren and RabbitMQ 3.10+ understand (it never negotiates command
+// versions, so deliveries are Deliver v1).
+package leanstream
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultFrameMax  = 1 << 20
+	DefaultHeartbeat = 60 * time.Second
+	DefaultTimeout   = 10 * time.Second
+
+	readBufferSize  = 1 << 20
+	maxReadFrame    = 256 << 20
+	writeBufferSize = 256 << 10
+	// initialFrameMax bounds Publish frames before Tune.
+	initialFrameMax = 1 << 20
+)
+
+// ErrClosed is returned by calls on a closed connection.
+var ErrClosed = errors.New("leanstream: connection closed")
+
+// CloseError is a server-initiated Close.
+type CloseError struct {
+	Code   Code
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	return fmt.Sprintf("leanstream: server closed the connection: %s: %s", e.Code.Error(), e.Reason)
+}
+
+// Unwrap makes a CloseError match ErrClosed.
+func (e *CloseError) Unwrap() error { return ErrClosed }
+
+// PublishError is one message the server refused.
+type PublishError struct {
+	PublishingID uint64
+	Code         Code
+}
+
+// Config configures a connection. Only Addr is required.
+type Config struct {
+	Addr     string // host:port
+	User     string // default "guest"
+	Password string // default "guest"
+	Vhost    string // default "/"
+	// ConnectionName is sent as the connection_name peer property.
+	ConnectionName string
+	// FrameMax and Heartbeat are what the client asks for in Tune; the
+	// smaller of this and the server's value wins (0 means "no limit" on
+	// either side). Defaults: 1 MiB and 60 s.
+	FrameMax  uint32
+	Heartbeat time.Duration
+	// Timeout bounds dialing and each request; default 10 s.
+	Timeout time.Duration
+	// CheckCRC verifies each delivered chunk's CRC32.
+	CheckCRC bool
+
+	// The callbacks run on the connection's reader goroutine: they must
+	// not block on this connection's responses. Their slices are reused
+	// after they return.
+
+	// OnConfirm gets the publishing ids of each PublishConfirm.
+	OnConfirm func(publisherID uint8, ids []uint64)
+	// OnPublishError gets the refused messages of each PublishError.
+	OnPublishError func(publisherID uint8, errs []PublishError)
+	// OnCreditError gets a Credit refusal (unknown or inactive
+	// subscription).
+	OnCreditError func(subscriptionID uint8, code Code)
+}
+
+// ChunkHandler gets each chunk delivered to a subscription, on the reader
+// goroutine. The chunk is valid only during the call.
+type ChunkHandler func(c *Chunk)
+
+// response is a response to a request with a correlation id.
+type response struct {
+	code Code
+	body []byte // after the code, copied
+}
+
+type subscription struct {
+	handler   ChunkHandler
+	skipBelow uint64
+}
+
+// Client is one stream-protocol connection. Its methods are safe for
+// concurrent use.
+type Client struct {
+	cfg  Config
+	conn net.Conn
+
+	// Written before the reader starts or by the handshake, read later.
+	frameMax  atomic.Uint32 // negotiated, 0 = unlimited
+	heartbeat time.Duration
+	props     map[string]string // server's connection properties (Open)
+	peer      map[string]string // server's peer properties
+
+	wmu sync.Mutex // guards w and wbuf
+	w   *bufio.Writer
+	// wbuf is scratch space for small frames, under wmu.
+	wbuf []byte
+
+	corr atomic.Uint32
+
+	mu struct {
+		sync.Mutex
+		pending map[uint32]chan response
+		subs    map[uint8]*subscription
+	}
+
+	// Reused by the reader goroutine for callbacks.
+	confirmIDs  []uint64
+	publishErrs []PublishError
+	chunk       Chunk
+
+	tuned     chan [2]uint32 // the server's Tune: frame max, heartbeat
+	done      chan struct{}  // closed when the reader exits
+	err       error          // why the reader exited; read after done
+	closeOnce sync.Once
+	closing   atomic.Bool
+	hbStop    chan struct{}
+}
+
+// Dial connects, authenticates with PLAIN and opens vhost.
+func Dial(addr, user, password, vhost string) (*Client, error) {
+	return DialConfig(context.Background(), Config{Addr: addr, User: user, Password: password, Vhost: vhost})
+}
+
+// DialConfig connects as cfg says. ctx bounds the handshake.
+func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.User == "" {
+		cfg.User = "guest"
+	}
+	if cfg.Password == "" {
+		cfg.Password = "guest"
+	}
+	if cfg.Vhost == "" {
+		cfg.Vhost = "/"
+	}
+	if cfg.FrameMax == 0 {
+		cfg.FrameMax = DefaultFrameMax
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("leanstream: dial %s: %w", cfg.Addr, err)
+	}
+	c := &Client{
+		cfg:    cfg,
+		conn:   conn,
+		w:      bufio.NewWriterSize(conn, writeBufferSize),
+		tuned:  make(chan [2]uint32, 1),
+		done:   make(chan struct{}),
+		hbStop: make(chan struct{}),
+	}
+	c.mu.pending = map[uint32]chan response{}
+	c.mu.subs = map[uint8]*subscription{}
+	c.frameMax.Store(initialFrameMax)
+	go c.readLoop()
+	if err := c.handshake(ctx); err != nil {
+		c.shutdown()
+		return nil, fmt.Errorf("leanstream: connect %s: %w", cfg.Addr, err)
+	}
+	if c.heartbeat > 0 {
+		go c.heartbeatLoop()
+	}
+	return c, nil
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	props := map[string]string{"product": "warren-leanstream", "version": "1.0", "platform": "Go"}
+	if c.cfg.ConnectionName != "" {
+		props["connection_name"] = c.cfg.ConnectionName
+	}
+	r, err := c.call(ctx, "peer properties", keyPeerProperties, func(b []byte) []byte { return appendMap(b, props) })
+	if err != nil {
+		return err
+	}
+	d := decoder{b: r.body}
+	c.peer = d.strMap("peer properties")
+
+	r, err = c.call(ctx, "sasl handshake", keySaslHandshake, nil)
+	if err != nil {
+		return err
+	}
+	d = decoder{b: r.body}
+	mechs := d.strings("sasl mechanisms")
+	if d.err == nil && len(mechs) > 0 && !contains(mechs, "PLAIN") {
+		return fmt.Errorf("leanstream: server offers SASL %v, not PLAIN", mechs)
+	}
+	plain := make([]byte, 0, 2+len(c.cfg.User)+len(c.cfg.Password))
+	plain = append(append(append(append(plain, 0), c.cfg.User...), 0), c.cfg.Password...)
+	if _, err := c.call(ctx, "sasl authenticate", keySaslAuthenticate, func(b []byte) []byte {
+		return appendBytes(appendString(b, "PLAIN"), plain)
+	}); err != nil {
+		return err
+	}
+
+	var tune [2]uint32
+	select {
+	case tune = <-c.tuned:
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("leanstream: waiting for tune: %w", ctx.Err())
+	}
+	frameMax := negotiate(tune[0], c.cfg.FrameMax)
+	hb := negotiate(tune[1], uint32(max(c.cfg.Heartbeat/time.Second, 1)))
+	c.heartbeat = time.Duration(hb) * time.Second
+	if err := c.writeFrame(func(b []byte) []byte {
+		b, start := beginFrame(b, keyTune|responseBit, 1)
+		return finishFrame(appendU32(appendU32(b, frameMax), hb), start)
+	}); err != nil {
+		return err
+	}
+	if frameMax == 0 {
+		frameMax = 1<<31 - 1
+	}
+	c.frameMax.Store(frameMax)
+
+	vhost := c.cfg.Vhost
+	r, err = c.call(ctx, "open "+vhost, keyOpen, func(b []byte) []byte { return appendString(b, vhost) })
+	if err != nil {
+		return err
+	}
+	d = decoder{b: r.body}
+	if len(r.body) > 0 {
+		c.props = d.strMap("open properties")
+	}
+	return nil
+}
+
+// negotiate returns the smaller of two limits where 0 means none.
+func negotiate(server, client uint32) uint32 {
+	switch {
+	case server == 0:
+		return client
+	case client == 0:
+		return server
+	}
+	return min(server, client)
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ServerProperties returns the server's peer properties.
+func (c *Client) ServerProperties() map[string]string { return c.peer }
+
+// FrameMax returns the negotiated frame size limit (0: none).
+func (c *Client) FrameMax() uint32 {
+	if fm := c.frameMax.Load(); fm != 1<<31-1 {
+		return fm
+	}
+	return 0
+}
+
+// Done is closed when the connection is gone; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended (nil while it is open, ErrClosed
+// after Close).
+func (c *Client) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// writeFrame appends a frame with build into the scratch buffer and writes
+// and flushes it.
+func (c *Client) writeFrame(build func([]byte) []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = build(c.wbuf[:0])
+	if _, err := c.w.Write(c.wbuf); err != nil {
+		return fmt.Errorf("leanstream: write: %w", err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("leanstream: write: %w", err)
+	}
+	return nil
+}
+
+// call sends a request (key, version 1, a new correlation id, then what
+// fields appends) and waits for its response. A code other than OK is a
+// *ResponseError.
+func (c *Client) call(ctx context.Context, op string, key uint16, fields func([]byte) []byte) (response, error) {
+	id := c.corr.Add(1)
+	ch := make(chan response, 1)
+	c.mu.Lock()
+	if c.mu.pending == nil {
+		c.mu.Unlock()
+		return response{}, fmt.Errorf("leanstream: %s: %w", op, c.closedErr())
+	}
+	c.mu.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.mu.pending != nil {
+			delete(c.mu.pending, id)
+		}
+		c.mu.Unlock()
+	}()
+	if err := c.writeFrame(func(b []byte) []byte {
+		b, start := beginFrame(b, key, 1)
+		b = appendU32(b, id)
+		if fields != nil {
+			b = fields(b)
+		}
+		return finishFrame(b, start)
+	}); err != nil {
+		return response{}, fmt.Errorf("leanstream: %s: %w", op, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	select {
+	case r := <-ch:
+		if r.code != CodeOK {
+			return r, &ResponseError{Op: op, Code: r.code}
+		}
+		return r, nil
+	case <-c.done:
+		return response{}, fmt.Errorf("leanstream: %s: %w", op, c.err)
+	case <-ctx.Done():
+		return response{}, fmt.Errorf("leanstream: %s: no response: %w", op, ctx.Err())
+	}
+}
+
+func (c *Client) closedErr() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return ErrClosed
+	}
+}
+
+// readLoop reads frames until the connection fails, dispatching them.
+func (c *Client) readLoop() {
+	r := bufio.NewReaderSize(c.conn, readBufferSize)
+	var buf []byte
+	var hdr [4]byte
+	err := func() error {
+		for {
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				return err
+			}
+			n := binary.BigEndian.Uint32(hdr[:])
+			// The server's chunks are not bound by the negotiated frame
+			// max, so only absurd sizes are refused.
+			if n > maxReadFrame {
+				return fmt.Errorf("leanstream: frame of %d bytes exceeds the %d-byte read limit", n, maxReadFrame)
+			}
+			if n < 4 {
+				return fmt.Errorf("leanstream: frame of %d bytes has no key and version", n)
+			}
+			if cap(buf) < int(n) {
+				buf = make([]byte, n, max(int(n), 2*cap(buf)))
+			}
+			buf = buf[:n]
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return err
+			}
+			if err := c.dispatch(buf); err != nil {
+				return err
+			}
+		}
+	}()
+	if c.closing.Load() && (errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)) {
+		err = ErrClosed
+	} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("leanstream: connection lost: %w (%w)", err, ErrClosed)
+	} else if !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("leanstream: read: %w (%w)", err, ErrClosed)
+	}
+	c.err = err
+	c.mu.Lock()
+	c.mu.pending = nil
+	c.mu.Unlock()
+	close(c.done)
+	_ = c.conn.Close()
+}
+
+// dispatch handles one frame. An error ends the connection.
+func (c *Client) dispatch(frame []byte) error {
+	key := binary.BigEndian.Uint16(frame)
+	d := decoder{b: frame[4:]}
+	switch key {
+	case keyDeliver:
+		return c.handleDeliver(&d)
+	case keyPublishConfirm:
+		return c.handleConfirm(&d)
+	case keyPublishError:
+		return c.handlePublishError(&d)
+	case keyHeartbeat, keyMetadataUpdate:
+		return nil
+	case keyCredit | responseBit: // only on errors, without correlation id
+		code := Code(d.u16("credit response"))
+		sub := d.u8("credit response")
+		if d.err != nil {
+			return d.err
+		}
+		if c.cfg.OnCreditError != nil {
+			c.cfg.OnCreditError(sub, code)
+		}
+		return nil
+	case keyTune:
+		fm, hb := d.u32("tune"), d.u32("tune")
+		if d.err != nil {
+			return d.err
+		}
+		select {
+		case c.tuned <- [2]uint32{fm, hb}:
+		default:
+		}
+		return nil
+	case keyClose: // server-initiated
+		corr := d.u32("close")
+		code := Code(d.u16("close"))
+		reason := d.str("close")
+		if d.err != nil {
+			return d.err
+		}
+		_ = c.writeFrame(func(b []byte) []byte {
+			b, start := beginFrame(b, keyClose|responseBit, 1)
+			b = appendU16(appendU32(b, corr), uint16(CodeOK))
+			return finishFrame(b, start)
+		})
+		return &CloseError{Code: code, Reason: reason}
+	case keyConsumerUpdate:
+		return nil // only with single active consumers, which this client does not use
+	}
+	if key&responseBit == 0 {
+		return nil // an unknown command: ignore
+	}
+	corr := d.u32("response")
+	code := Code(d.u16("response"))
+	if d.err != nil {
+		return d.err
+	}
+	c.mu.Lock()
+	ch := c.mu.pending[corr]
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- response{code: code, body: append([]byte(nil), d.b...)}:
+		default: // a duplicate correlation id
+		}
+	}
+	return nil
+}
+
+func (c *Client) heartbeatLoop() {
+	t := time.NewTicker(c.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := c.writeFrame(func(b []byte) []byte {
+				b, start := beginFrame(b, keyHeartbeat, 1)
+				return finishFrame(b, start)
+			}); err != nil {
+				return
+			}
+		case <-c.hbStop:
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// Close sends Close (code OK), waits briefly for the answer and closes the
+// socket. It returns nil when the connection is already gone.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		select {
+		case <-c.done:
+		default:
+			c.closing.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.Timeout, 2*time.Second))
+			_, err = c.call(ctx, "close", keyClose, func(b []byte) []byte {
+				return appendString(appendU16(b, uint16(CodeOK)), "OK")
+			})
+			cancel()
+			if errors.Is(err, ErrClosed) {
+				err = nil
+			}
+		}
+		c.shutdown()
+	})
+	return err
+}
+
+// shutdown closes the socket and waits for the reader.
+func (c *Client) shutdown() {
+	c.closing.Store(true)
+	close(c.hbStop)
+	_ = c.conn.Close()
+	<-c.done
+}
+
+// Create creates a stream with the given arguments (such as
+// max-length-bytes). An existing stream gives a *ResponseError matching
+// CodeStreamAlreadyExists.
+func (c *Client) Create(stream string, args map[string]string) error {
+	_, err := c.call(context.Background(), fmt.Sprintf("create stream %q", stream), keyCreate, func(b []byte) []byte {
+		return appendMap(appendString(b, stream), args)
+	})
+	return err
+}
+
+// Delete deletes a stream. A missing stream gives a *ResponseError
+// matching CodeStreamDoesNotExist.
+func (c *Client) Delete(stream string) error {
+	_, err := c.call(context.Background(), fmt.Sprintf("delete stream %q", stream), keyDelete, func(b []byte) []byte {
+		return appendString(b, stream)
+	})
+	return err
+}

@@ -1,0 +1,164 @@
+package leanstream
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// OffsetSpec is where a subscription starts. Build one with First, Last,
+// Next, Offset or Timestamp.
+type OffsetSpec struct {
+	kind  uint16
+	value uint64
+}
+
+// Offset types of Subscribe.
+const (
+	offsetFirst     uint16 = 1
+	offsetLast      uint16 = 2
+	offsetNext      uint16 = 3
+	offsetOffset    uint16 = 4
+	offsetTimestamp uint16 = 5
+)
+
+// First starts at the oldest message.
+func First() OffsetSpec { return OffsetSpec{kind: offsetFirst} }
+
+// Last starts at the last chunk.
+func Last() OffsetSpec { return OffsetSpec{kind: offsetLast} }
+
+// Next starts after the last message: new messages only.
+func Next() OffsetSpec { return OffsetSpec{kind: offsetNext} }
+
+// Offset starts at offset n.
+func Offset(n uint64) OffsetSpec { return OffsetSpec{kind: offsetOffset, value: n} }
+
+// Timestamp starts at the first chunk written at or after ms (Unix
+// milliseconds).
+func Timestamp(ms int64) OffsetSpec { return OffsetSpec{kind: offsetTimestamp, value: uint64(ms)} }
+
+// String returns first, last, next, offset:N or timestamp:MS.
+func (o OffsetSpec) String() string {
+	switch o.kind {
+	case offsetFirst:
+		return "first"
+	case offsetLast:
+		return "last"
+	case offsetNext:
+		return "next"
+	case offsetOffset:
+		return "offset:" + strconv.FormatUint(o.value, 10)
+	case offsetTimestamp:
+		return "timestamp:" + strconv.FormatInt(int64(o.value), 10)
+	}
+	return "invalid"
+}
+
+// ParseOffsetSpec parses first, last, next, offset:N or timestamp:MS.
+func ParseOffsetSpec(s string) (OffsetSpec, error) {
+	kind, arg, hasArg := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
+	switch {
+	case !hasArg && (kind == "first" || kind == ""):
+		return First(), nil
+	case !hasArg && kind == "last":
+		return Last(), nil
+	case !hasArg && kind == "next":
+		return Next(), nil
+	case hasArg && kind == "offset":
+		n, err := strconv.ParseUint(arg, 10, 64)
+		if err == nil {
+			return Offset(n), nil
+		}
+	case hasArg && kind == "timestamp":
+		n, err := strconv.ParseInt(arg, 10, 64)
+		if err == nil {
+			return Timestamp(n), nil
+		}
+	}
+	return OffsetSpec{}, fmt.Errorf("leanstream: offset spec %q: want first, last, next, offset:N or timestamp:MS", s)
+}
+
+// Subscribe subscribes to stream with the given id and initial credit
+// (in chunks). handler gets every chunk on the reader goroutine; give
+// credit back with Credit (normally one per chunk handled). With an
+// Offset spec, the chunk's Messages skip records below the offset.
+func (c *Client) Subscribe(subscriptionID uint8, stream string, offset OffsetSpec, credit uint16, handler ChunkHandler) error {
+	if offset.kind < offsetFirst || offset.kind > offsetTimestamp {
+		return fmt.Errorf("leanstream: subscribe to %q: invalid offset spec", stream)
+	}
+	if handler == nil {
+		return fmt.Errorf("leanstream: subscribe to %q: nil handler", stream)
+	}
+	sub := &subscription{handler: handler}
+	if offset.kind == offsetOffset {
+		sub.skipBelow = offset.value
+	}
+	c.mu.Lock()
+	if _, ok := c.mu.subs[subscriptionID]; ok {
+		c.mu.Unlock()
+		return fmt.Errorf("leanstream: subscribe to %q: subscription id %d in use", stream, subscriptionID)
+	}
+	c.mu.subs[subscriptionID] = sub // before the request: Deliver may follow the response at once
+	c.mu.Unlock()
+	_, err := c.call(context.Background(), fmt.Sprintf("subscribe %d to %q", subscriptionID, stream), keySubscribe,
+		func(b []byte) []byte {
+			b = appendString(append(b, subscriptionID), stream)
+			b = appendU16(b, offset.kind)
+			if offset.kind == offsetOffset || offset.kind == offsetTimestamp {
+				b = appendU64(b, offset.value)
+			}
+			return appendU16(b, credit)
+		})
+	if err != nil {
+		c.mu.Lock()
+		delete(c.mu.subs, subscriptionID)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Unsubscribe ends a subscription.
+func (c *Client) Unsubscribe(subscriptionID uint8) error {
+	_, err := c.call(context.Background(), fmt.Sprintf("unsubscribe %d", subscriptionID), keyUnsubscribe,
+		func(b []byte) []byte { return append(b, subscriptionID) })
+	c.mu.Lock()
+	delete(c.mu.subs, subscriptionID)
+	c.mu.Unlock()
+	return err
+}
+
+// Credit gives a subscription n more chunks of credit. The server answers
+// only on errors (Config.OnCreditError).
+func (c *Client) Credit(subscriptionID uint8, n uint16) error {
+	return c.writeFrame(func(b []byte) []byte {
+		b, start := beginFrame(b, keyCredit, 1)
+		b = appendU16(append(b, subscriptionID), n)
+		return finishFrame(b, start)
+	})
+}
+
+// handleDeliver reads Deliver v1: subscription id, chunk.
+func (c *Client) handleDeliver(d *decoder) error {
+	id := d.u8("deliver")
+	if d.err != nil {
+		return d.err
+	}
+	ch, err := ParseChunk(d.b, c.cfg.CheckCRC)
+	if err != nil {
+		return fmt.Errorf("leanstream: deliver to subscription %d: %w", id, err)
+	}
+	c.mu.Lock()
+	sub := c.mu.subs[id]
+	c.mu.Unlock()
+	if sub == nil {
+		return nil // unsubscribed meanwhile
+	}
+	ch.SubscriptionID = id
+	ch.skipBelow = sub.skipBelow
+	c.chunk = ch // reused, so that the handler's pointer does not allocate
+	sub.handler(&c.chunk)
+	c.chunk = Chunk{}
+	return nil
+}

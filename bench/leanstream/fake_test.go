@@ -1,0 +1,168 @@
+package leanstream
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// fakeServer accepts one connection and runs script on it.
+func fakeServer(t *testing.T, script func(r *bufio.Reader, w net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		script(bufio.NewReader(conn), conn)
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// readFrame returns the key, version and the rest of one frame.
+func readFrame(r *bufio.Reader) (key, version uint16, body []byte, err error) {
+	var hdr [4]byte
+	if _, err = io.ReadFull(r, hdr[:]); err != nil {
+		return
+	}
+	b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err = io.ReadFull(r, b); err != nil {
+		return
+	}
+	return binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]), b[4:], nil
+}
+
+func frame(key uint16, fields ...[]byte) []byte {
+	b, start := beginFrame(nil, key, 1)
+	for _, f := range fields {
+		b = append(b, f...)
+	}
+	return finishFrame(b, start)
+}
+
+func u16(v uint16) []byte { return appendU16(nil, v) }
+func u32(v uint32) []byte { return appendU32(nil, v) }
+
+// Ensure the handshake negotiates tune values, and a server-initiated
+// Close is answered, ends the connection with a CloseError and fails
+// pending calls.
+func TestHandshakeAndServerClose(t *testing.T) {
+	errs := make(chan error, 10)
+	addr := fakeServer(t, func(r *bufio.Reader, w net.Conn) {
+		fail := func(msg string) { errs <- errors.New(msg) }
+		expect := func(want uint16) []byte {
+			key, _, body, err := readFrame(r)
+			if err != nil || key != want {
+				fail("unexpected frame")
+				return nil
+			}
+			return body
+		}
+		corr := func(b []byte) []byte { return b[:4] }
+		b := expect(keyPeerProperties)
+		w.Write(frame(keyPeerProperties|responseBit, corr(b), u16(1), appendMap(nil, map[string]string{"product": "fake"})))
+		b = expect(keySaslHandshake)
+		w.Write(frame(keySaslHandshake|responseBit, corr(b), u16(1), u32(1), appendString(nil, "PLAIN")))
+		b = expect(keySaslAuthenticate)
+		if string(b[4:]) != string(append(appendString(nil, "PLAIN"), appendBytes(nil, []byte("\x00u\x00p"))...)) {
+			fail("bad PLAIN")
+		}
+		w.Write(frame(keySaslAuthenticate|responseBit, corr(b), u16(1)))
+		w.Write(frame(keyTune, u32(4096), u32(0)))
+		b = expect(keyTune | responseBit)
+		if len(b) != 8 || binary.BigEndian.Uint32(b) != 4096 || binary.BigEndian.Uint32(b[4:]) != 60 {
+			fail("bad tune reply")
+		}
+		b = expect(keyOpen)
+		w.Write(frame(keyOpen|responseBit, corr(b), u16(1), u32(0)))
+		// A request that gets no answer, then the server closes.
+		expect(keyCreate)
+		w.Write(frame(keyClose, u32(99), u16(uint16(CodeInternalError)), appendString(nil, "boom")))
+		b = expect(keyClose | responseBit)
+		if binary.BigEndian.Uint32(b) != 99 || binary.BigEndian.Uint16(b[4:]) != 1 {
+			fail("bad close reply")
+		}
+		errs <- nil
+	})
+	c, err := DialConfig(t.Context(), Config{Addr: addr, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.FrameMax() != 4096 || c.ServerProperties()["product"] != "fake" {
+		t.Errorf("frame max %d, properties %v", c.FrameMax(), c.ServerProperties())
+	}
+	var big Batch
+	big.Add(1, make([]byte, 5000))
+	if err := c.Publish(0, &big); err == nil {
+		t.Error("publish over the frame max accepted")
+	}
+	err = c.Create("s", nil)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != CodeInternalError || ce.Reason != "boom" || !errors.Is(err, ErrClosed) {
+		t.Errorf("pending call: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not done")
+	}
+	if !errors.As(c.Err(), &ce) {
+		t.Errorf("Err: %v", c.Err())
+	}
+	if err := <-errs; err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure a malformed Deliver ends the connection with an error instead of
+// a panic.
+func TestMalformedDeliver(t *testing.T) {
+	addr := fakeServer(t, func(r *bufio.Reader, w net.Conn) {
+		for {
+			key, _, body, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			switch key {
+			case keyPeerProperties:
+				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
+			case keySaslHandshake:
+				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
+			case keySaslAuthenticate:
+				w.Write(frame(key|responseBit, body[:4], u16(1)))
+				w.Write(frame(keyTune, u32(0), u32(0)))
+			case keyOpen:
+				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
+				// A chunk header claiming more data than follows.
+				chunk := buildChunk(0, 1, 1, simple([]byte("x")))
+				w.Write(frame(keyDeliver, []byte{1}, chunk[:len(chunk)-2]))
+			}
+		}
+	})
+	c, err := DialConfig(t.Context(), Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection survived a malformed deliver")
+	}
+	if !errors.Is(c.Err(), ErrBadChunk) {
+		t.Errorf("Err: %v", c.Err())
+	}
+}
