@@ -13,6 +13,8 @@ import (
 
 // RunAMQP runs an AMQP 0-9-1 workload: it declares the queues (and a
 // fanout exchange for Queues > 1), runs, and deletes them unless Keep.
+// Producers and consumers use amqp091-go, or bench/leanamqp with
+// cfg.Client ClientLean; the topology always uses amqp091-go.
 func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), interval time.Duration) (Summary, error) {
 	cfg = cfg.ensureDefaults()
 	sum := Summary{Mode: "amqp", Target: redact(cfg.URL), Labels: cfg.Labels, Config: cfg, ExpectedConsumed: -1}
@@ -40,6 +42,8 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 		}
 		return c, err
 	}
+	lean := &amqpLeanConns{}
+	defer lean.closeAll()
 	setup, err := dial("perf-setup")
 	if err != nil {
 		return sum, err
@@ -56,11 +60,24 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 	defer consumers.Wait()
 	defer cancel(nil) // stops the consumers before they are waited for
 	for i := range cfg.Consumers {
+		queue := topo.queues[i%len(topo.queues)]
+		if cfg.Client == ClientLean {
+			lc, err := newAMQPLeanConsumer(ctx, lean, cfg, st, queue, i)
+			if err != nil {
+				return sum, err
+			}
+			consumers.Go(func() {
+				if err := lc.run(ctx); err != nil {
+					cancel(err)
+				}
+			})
+			continue
+		}
 		cn, err := dial(fmt.Sprintf("perf-consumer-%d", i))
 		if err != nil {
 			return sum, err
 		}
-		deliveries, ch, err := subscribe(cn, cfg, topo.queues[i%len(topo.queues)], i)
+		deliveries, ch, err := subscribe(cn, cfg, queue, i)
 		if err != nil {
 			return sum, err
 		}
@@ -73,6 +90,14 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 
 	w := workload{common: cfg.Common, stats: st, progress: progress, interval: interval}
 	for i := range cfg.Producers {
+		if cfg.Client == ClientLean {
+			p, err := newAMQPLeanProducer(ctx, lean, cfg, st, topo, i)
+			if err != nil {
+				return sum, err
+			}
+			w.producers = append(w.producers, p.run)
+			continue
+		}
 		cn, err := dial(fmt.Sprintf("perf-producer-%d", i))
 		if err != nil {
 			return sum, err
@@ -315,7 +340,9 @@ func (p *amqpProducer) run(ctx context.Context, deadline time.Time) error {
 	}()
 	var confErr error
 	if p.window != nil {
-		confErr = p.awaitConfirms(ctx)
+		if confErr = p.awaitConfirms(ctx); confErr != nil {
+			cancel(confErr) // stops a send waiting for window room
+		}
 	}
 	if err := <-sendErr; err != nil {
 		return err

@@ -137,7 +137,20 @@ type StreamConfig struct {
 	// Recreate deletes and declares the stream before publishing; the CLI
 	// sets it for runs with producers (-keep-data turns it off).
 	Recreate bool `json:"recreate"`
+	// Client is the stream client of producers and consumers: ClientGo
+	// (rabbitmq-stream-go-client, the default) or ClientLean
+	// (bench/leanstream, one connection per producer and consumer).
+	Client string `json:"client"`
 }
+
+// Clients of StreamConfig.Client and AMQPConfig.Client: the real Go client
+// library of the protocol, or our lean one (bench/leanstream,
+// bench/leanamqp), which spends far less CPU per message, so that on a
+// small machine the broker rather than the client bounds the rate.
+const (
+	ClientGo   = "go"
+	ClientLean = "lean"
+)
 
 // Compressions lists the names StreamConfig.Compression accepts.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
@@ -217,6 +230,9 @@ func (c StreamConfig) ensureDefaults() StreamConfig {
 	if c.Credits == 0 {
 		c.Credits = 10
 	}
+	if c.Client == "" {
+		c.Client = ClientGo
+	}
 	return c
 }
 
@@ -252,6 +268,11 @@ func (c StreamConfig) validate() error {
 		return fmt.Errorf("%w: credits %d not in [1, 32767]", ErrConfig, c.Credits)
 	case c.MaxSegmentSize < 0:
 		return fmt.Errorf("%w: max segment size %d < 0", ErrConfig, c.MaxSegmentSize)
+	case c.Client != ClientGo && c.Client != ClientLean:
+		return fmt.Errorf("%w: client %q: want %s or %s", ErrConfig, c.Client, ClientGo, ClientLean)
+	}
+	if c.Client == ClientLean {
+		return c.validateLean()
 	}
 	return nil
 }
@@ -302,10 +323,17 @@ type AMQPConfig struct {
 	MultiAckEvery int `json:"multi_ack_every"`
 	// AutoAck consumes with no-ack.
 	AutoAck bool `json:"auto_ack,omitempty"`
+	// Client is the AMQP client of producers and consumers: ClientGo
+	// (amqp091-go, the default) or ClientLean (bench/leanamqp, one
+	// write per batch of publishes). Topology always uses amqp091-go.
+	Client string `json:"client"`
 }
 
 func (c AMQPConfig) ensureDefaults() AMQPConfig {
 	c.Common = c.Common.ensureDefaults()
+	if c.Client == "" {
+		c.Client = ClientGo
+	}
 	if c.QueueType == "" {
 		c.QueueType = QueueClassic
 	}
@@ -346,6 +374,10 @@ func (c AMQPConfig) validate() error {
 		return fmt.Errorf("%w: stream queues need manual acks", ErrConfig)
 	case c.QueueType == QueueStream && c.Prefetch == 0:
 		return fmt.Errorf("%w: stream queues need a prefetch", ErrConfig)
+	case c.Client != ClientGo && c.Client != ClientLean:
+		return fmt.Errorf("%w: amqp client %q: want %s or %s", ErrConfig, c.Client, ClientGo, ClientLean)
+	case c.Client == ClientLean && !strings.HasPrefix(c.URL, "amqp://"):
+		return fmt.Errorf("%w: the lean amqp client has no TLS: use an amqp:// URL or -client go", ErrConfig)
 	}
 	return nil
 }

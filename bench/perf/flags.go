@@ -73,6 +73,7 @@ func BindStreamFlags(fs *flag.FlagSet, c *StreamConfig) {
 	fs.StringVar(&c.ProducerName, "producer-name", "", "name producers NAME-i (turns on deduplication)")
 	fs.Int64Var(&c.MaxSegmentSize, "max-segment-size", 0, "x-stream-max-segment-size-bytes of declared streams")
 	fs.IntVar(&c.Credits, "credits", 10, "initial credits per consumer")
+	fs.StringVar(&c.Client, "client", ClientGo, "stream client: go (rabbitmq-stream-go-client) or lean (bench/leanstream)")
 	fs.BoolVar(&c.Recreate, "recreate", true, "delete and declare the stream before publishing (only with producers)")
 }
 
@@ -98,6 +99,7 @@ func BindAMQPFlags(fs *flag.FlagSet, c *AMQPConfig) {
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "basic.qos prefetch per consumer (0: unlimited, with -autoack)")
 	fs.IntVar(&c.MultiAckEvery, "multi-ack-every", 1, "ack with multiple=true every N messages")
 	fs.BoolVar(&c.AutoAck, "autoack", false, "consume without acks")
+	fs.StringVar(&c.Client, "client", ClientGo, "amqp client of producers and consumers: go (amqp091-go) or lean (bench/leanamqp)")
 }
 
 // ParseLabels parses "k=v,k2=v2".

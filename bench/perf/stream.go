@@ -64,8 +64,17 @@ func RunStream(ctx context.Context, cfg StreamConfig, progress func(Progress), i
 			c()
 		}
 	}()
+	var starts []func() error // lean consumers get their credit when the run starts
 	for i := range cfg.Consumers {
 		closeFn, err := retry(ctx, cfg.WaitReady, func() (func(), error) {
+			if cfg.Client == ClientLean {
+				c, err := newLeanConsumer(ctx, cfg, st, i)
+				if err != nil {
+					return nil, err
+				}
+				starts = append(starts, c.start)
+				return c.close, nil
+			}
 			return newStreamConsumer(env, cfg, st, i)
 		})
 		if err != nil {
@@ -77,6 +86,15 @@ func RunStream(ctx context.Context, cfg StreamConfig, progress func(Progress), i
 	var matching atomic.Int64 // confirmed messages every consumer must get
 	w := workload{common: cfg.Common, stats: st, progress: progress, interval: interval}
 	for i := range cfg.Producers {
+		if cfg.Client == ClientLean {
+			p, err := newLeanProducer(ctx, cfg, st, i, &matching)
+			if err != nil {
+				return sum, err
+			}
+			closers = append(closers, p.close)
+			w.producers = append(w.producers, p.run)
+			continue
+		}
 		p, err := newStreamProducer(env, cfg, st, i, &matching)
 		if err != nil {
 			return sum, err
@@ -99,6 +117,11 @@ func RunStream(ctx context.Context, cfg StreamConfig, progress func(Progress), i
 	}
 	if cfg.Producers > 0 {
 		sum.ExpectedConsumed = -1
+	}
+	for _, start := range starts {
+		if err := start(); err != nil {
+			return sum, err
+		}
 	}
 	err = drive(ctx, w, &sum)
 	if cfg.Consumers > 0 {
