@@ -5,6 +5,13 @@
 #   bash bench/run.sh                 # every scenario, 3 pairs A B A B ...
 #   bash bench/run.sh -short          # a smoke of the harness: Warren only, seconds
 #   bash bench/run.sh -pairs 5 -targets warren,rabbitmq -scenarios stream-publish,stream-replay
+#   bash bench/run.sh -clients lean   # throughput scenarios with the lean clients only
+#
+# The throughput scenarios run once per client: "lean" (bench/leanstream,
+# bench/leanamqp: little CPU per message, so the broker bounds the rate
+# on a small machine) and "go" (rabbitmq-stream-go-client, amqp091-go:
+# what a Go application sees). The scenario label says which, e.g.
+# "stream-publish/lean". NATS runs with its own client in the "/go" rows.
 #
 # It installs what is missing (rabbitmq-server through bench/rabbitmq.sh,
 # nats-server with apt-get), starts each broker on loopback on its own
@@ -13,7 +20,8 @@
 # ratios Warren/other (warren-perf report). Every broker it started is
 # stopped on exit. Ratios mean something only within one invocation.
 #
-# Ports: Warren AMQP 127.0.0.1:17672, stream 127.0.0.1:17552; RabbitMQ
+# Ports: Warren AMQP 127.0.0.1:17672, stream 127.0.0.1:17552 (override
+# with WARREN_BENCH_AMQP and WARREN_BENCH_STREAM); RabbitMQ
 # AMQP 15673, stream 15552 (bench/rabbitmq.sh); NATS 127.0.0.1:14222.
 set -euo pipefail
 
@@ -21,7 +29,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PAIRS=3
 SHORT=0
 TARGETS=""
-SCENARIOS="idle-rss,stream-publish,stream-replay,stream-latency,amqp-classic-16,amqp-classic-1k,amqp-quorum-1k,fanout-10,backlog-drain,restart"
+CLIENTS=lean,go
+SCENARIOS="idle-rss,stream-publish,stream-replay,stream-latency,amqp-classic-16,amqp-classic-1k,amqp-quorum-16,amqp-quorum-1k,fanout-10,backlog-drain,restart"
 OUT=${WARREN_BENCH_OUT:-/tmp/warren-bench-run}
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -29,8 +38,9 @@ while [[ $# -gt 0 ]]; do
 	-pairs) PAIRS=$2; shift ;;
 	-targets) TARGETS=$2; shift ;;
 	-scenarios) SCENARIOS=$2; shift ;;
+	-clients) CLIENTS=$2; shift ;;
 	-out) OUT=$2; shift ;;
-	*) echo "usage: $0 [-short] [-pairs N] [-targets warren,rabbitmq,nats] [-scenarios a,b] [-out DIR]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-short] [-pairs N] [-targets warren,rabbitmq,nats] [-scenarios a,b] [-clients lean,go] [-out DIR]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -47,7 +57,7 @@ else
 	IDLE_QUEUES="1000 10000" BACKLOG_N=${WARREN_BENCH_BACKLOG:-1000000} BIG_N=3000000 SEGMENT=5000000
 fi
 
-W_AMQP=127.0.0.1:17672 W_STREAM=127.0.0.1:17552
+W_AMQP=${WARREN_BENCH_AMQP:-127.0.0.1:17672} W_STREAM=${WARREN_BENCH_STREAM:-127.0.0.1:17552}
 R_AMQP=127.0.0.1:15673 R_STREAM=127.0.0.1:15552
 N_ADDR=127.0.0.1:14222
 RABBIT_DIR=${WARREN_BENCH_RABBIT_DIR:-/tmp/warren-bench-rabbitmq}
@@ -171,7 +181,7 @@ rabbitmq: $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo 'n
           classic and quorum queues: fsync before confirm
 nats:     $(nats-server --version 2>/dev/null || echo 'not used'); JetStream file storage, 1 replica:
           writes reach the OS before the ack, fsync every 2 minutes (sync_interval default)
-targets:  $TARGETS   pairs: $PAIRS   short: $SHORT
+targets:  $TARGETS   pairs: $PAIRS   clients: $CLIENTS   short: $SHORT
 EOF2
 
 stream_addr() { case $1 in warren) echo $W_STREAM ;; rabbitmq) echo $R_STREAM ;; esac; }
@@ -225,25 +235,29 @@ fi
 
 for ((pair = 1; pair <= PAIRS; pair++)); do
 	log "pair $pair of $PAIRS"
-	for t in $(targets_for "stream nats"); do
-		mode=stream
-		[[ $t == nats ]] && mode=nats
-		if want stream-publish || want stream-replay; then
-			perf stream-publish "$t" $mode -producers 1 -consumers 0 -size 100 -count $STREAM_N -stream perf-pub -keep
-			want stream-replay && perf stream-replay "$t" $mode -producers 0 -consumers 1 -count $STREAM_N -stream perf-pub -recreate=false
-		fi
-		if want stream-latency; then
-			batch=(-batch 10)
-			[[ $t == nats ]] && batch=()
-			perf stream-latency "$t" $mode -producers 1 -consumers 1 -size 100 -rate $LAT_RATE -duration $LAT_DUR "${batch[@]}" -stream perf-lat
-		fi
-	done
-	for t in $(targets_for amqp); do
-		common=(-producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100)
-		want amqp-classic-16 && perf amqp-classic-16 "$t" amqp "${common[@]}" -size 16 -count $AMQP_N
-		want amqp-classic-1k && perf amqp-classic-1k "$t" amqp "${common[@]}" -size 1024 -count $AMQP_N
-		want amqp-quorum-1k && perf amqp-quorum-1k "$t" amqp "${common[@]}" -queue-type quorum -size 1024 -count $AMQP_N
-		want fanout-10 && perf fanout-10 "$t" amqp "${common[@]}" -queues 10 -consumers 10 -size 1024 -count $FANOUT_N
+	for client in ${CLIENTS//,/ }; do
+		for t in $(targets_for "stream nats"); do
+			mode=stream cl=(-client "$client") batch=(-batch 10)
+			if [[ $t == nats ]]; then
+				[[ $client == go ]] || continue
+				mode=nats cl=() batch=()
+			fi
+			if want stream-publish || want stream-replay; then
+				perf "stream-publish/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 0 -size 100 -count $STREAM_N -stream perf-pub -keep
+				want stream-replay && perf "stream-replay/$client" "$t" $mode "${cl[@]}" -producers 0 -consumers 1 -count $STREAM_N -stream perf-pub -recreate=false
+			fi
+			if want stream-latency; then
+				perf "stream-latency/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 1 -size 100 -rate $LAT_RATE -duration $LAT_DUR "${batch[@]}" -stream perf-lat
+			fi
+		done
+		for t in $(targets_for amqp); do
+			common=(-client "$client" -producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100)
+			want amqp-classic-16 && perf "amqp-classic-16/$client" "$t" amqp "${common[@]}" -size 16 -count $AMQP_N
+			want amqp-classic-1k && perf "amqp-classic-1k/$client" "$t" amqp "${common[@]}" -size 1024 -count $AMQP_N
+			want amqp-quorum-16 && perf "amqp-quorum-16/$client" "$t" amqp "${common[@]}" -queue-type quorum -size 16 -count $AMQP_N
+			want amqp-quorum-1k && perf "amqp-quorum-1k/$client" "$t" amqp "${common[@]}" -queue-type quorum -size 1024 -count $AMQP_N
+			want fanout-10 && perf "fanout-10/$client" "$t" amqp "${common[@]}" -queues 10 -consumers 10 -size 1024 -count $FANOUT_N
+		done
 	done
 done
 
