@@ -43,6 +43,9 @@ type conn struct {
 	mechanism     string
 	deliverV2     bool
 	closing       bool // we sent Close and wait for its response
+	// pending is the Publish frame being dispatched; handlePublish takes
+	// it when it submits the batch, else it goes back to pubFrames.
+	pending *pubFrame
 
 	heartbeat atomic.Int64 // negotiated heartbeat, ns; read by the writer
 
@@ -61,6 +64,9 @@ type conn struct {
 		credits int
 		wake    chan struct{} // closed when credits rise above the threshold; nil if no one waits
 	}
+
+	// pubFrames recycles Publish frames once their batch is done.
+	pubFrames sync.Pool
 
 	unwatch    func()
 	writerDone chan struct{}
@@ -179,7 +185,9 @@ func (c *conn) readLoop() error {
 		key := Key(binary.BigEndian.Uint16(hdr[4:]))
 		var body []byte
 		if key == KeyPublish {
-			body = make([]byte, size) // owned by the batch until it is confirmed
+			// Owned by the batch until it is confirmed.
+			c.pending = c.getPubFrame(int(size))
+			body = c.pending.body
 		} else {
 			if cap(c.scratch) < int(size) {
 				c.scratch = make([]byte, size)
@@ -192,7 +200,12 @@ func (c *conn) readLoop() error {
 		if _, err := io.ReadFull(c.br, body); err != nil {
 			return err
 		}
-		if err := c.dispatch(body); err != nil {
+		err = c.dispatch(body)
+		if c.pending != nil {
+			c.putPubFrame(c.pending)
+			c.pending = nil
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package streamproto
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -98,10 +99,73 @@ type publishedID struct {
 	code Code
 }
 
+// pubFrame is a Publish frame and the batch made of it. Frames are
+// recycled: a publisher sending 100-message frames would otherwise
+// allocate (and the GC scan) a frame, a message slice, a batch and two
+// closures per frame.
+type pubFrame struct {
+	c     *conn
+	pubID uint8
+	body  []byte
+	batch osiris.Batch // Messages alias body
+}
+
+// getPubFrame returns a frame with a body of size bytes.
+func (c *conn) getPubFrame(size int) *pubFrame {
+	pf, _ := c.pubFrames.Get().(*pubFrame)
+	if pf == nil {
+		pf = &pubFrame{c: c}
+		pf.batch.Done = pf.done
+	}
+	if cap(pf.body) < size {
+		pf.body = make([]byte, size)
+	}
+	pf.body = pf.body[:size]
+	return pf
+}
+
+func (c *conn) putPubFrame(pf *pubFrame) {
+	clear(pf.batch.Messages) // no stale slices of the next frame's body
+	pf.batch.Messages = pf.batch.Messages[:0]
+	pf.batch.Producer = ""
+	c.pubFrames.Put(pf)
+}
+
+// done answers the batch: PublishConfirm, or PublishError for every
+// message, then recycles the frame (the out queue encodes synchronously).
+func (pf *pubFrame) done(res osiris.Result) {
+	c, msgs, pubID := pf.c, pf.batch.Messages, pf.pubID
+	if res.Err != nil {
+		errs := make([]publishedID, len(msgs))
+		for i, m := range msgs {
+			errs[i] = publishedID{m.PublishingID, CodeInternalError}
+		}
+		if errors.Is(res.Err, osiris.ErrClosed) {
+			for i := range errs {
+				errs[i].code = CodeStreamNotAvailable
+			}
+		}
+		c.publishErrors(pubID, errs)
+	} else {
+		c.out.frame(func(b []byte) []byte {
+			b, start := beginFrame(b, KeyPublishConfirm, 1)
+			b = append(b, pubID)
+			b = appendU32(b, uint32(len(msgs)))
+			for _, m := range msgs {
+				b = appendU64(b, m.PublishingID)
+			}
+			return endFrame(b, start)
+		})
+	}
+	c.returnPublishCredits(len(msgs))
+	c.putPubFrame(pf)
+}
+
 // handlePublish parses a Publish frame (v1, or v2 with filter values),
 // hands its valid entries to the stream as one batch, and answers with
-// PublishConfirm once they are durable, or PublishError. body stays
-// referenced by the batch until it is confirmed.
+// PublishConfirm once they are durable, or PublishError. The frame
+// (c.pending, whose body is body) stays with the batch until it is
+// confirmed.
 func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 	pubID := r.u8()
 	n := r.count(8 + 4)
@@ -111,7 +175,8 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 	c.mu.Lock()
 	p := c.mu.publishers[pubID]
 	c.mu.Unlock()
-	msgs := make([]osiris.Message, 0, n)
+	pf := c.pending
+	msgs := slices.Grow(pf.batch.Messages[:0], n)
 	var failed []publishedID
 	for i := 0; i < n && r.err == nil; i++ {
 		id := r.u64()
@@ -150,6 +215,7 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		}
 		msgs = append(msgs, osiris.Message{Entry: e.Raw, Filter: filter, PublishingID: id})
 	}
+	pf.batch.Messages = msgs // kept for reuse even when not submitted
 	if r.err != nil {
 		return nil
 	}
@@ -166,35 +232,11 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		return nil
 	}
 	c.takePublishCredits(len(msgs))
-	b := &osiris.Batch{Producer: p.reference, Messages: msgs}
-	b.Done = func(res osiris.Result) {
-		_ = body // the entries alias body until now
-		if res.Err != nil {
-			errs := make([]publishedID, len(msgs))
-			for i, m := range msgs {
-				errs[i] = publishedID{m.PublishingID, CodeInternalError}
-			}
-			if errors.Is(res.Err, osiris.ErrClosed) {
-				for i := range errs {
-					errs[i].code = CodeStreamNotAvailable
-				}
-			}
-			c.publishErrors(pubID, errs)
-		} else {
-			c.out.frame(func(b []byte) []byte {
-				b, start := beginFrame(b, KeyPublishConfirm, 1)
-				b = append(b, pubID)
-				b = appendU32(b, uint32(len(msgs)))
-				for _, m := range msgs {
-					b = appendU64(b, m.PublishingID)
-				}
-				return endFrame(b, start)
-			})
-		}
-		c.returnPublishCredits(len(msgs))
-	}
-	if err := p.s.Submit(b); err != nil {
-		b.Done(osiris.Result{Err: err})
+	c.pending = nil // the batch owns the frame now
+	pf.pubID = pubID
+	pf.batch.Producer = p.reference
+	if err := p.s.Submit(&pf.batch); err != nil {
+		pf.done(osiris.Result{Err: err})
 	}
 	return nil
 }
