@@ -59,6 +59,7 @@ type channel struct {
 
 type permKey struct {
 	kind     queues.Perm
+	resKind  byte // first letter of the resource kind: 'e'xchange, 'q'ueue, ...
 	resource string
 }
 
@@ -310,7 +311,7 @@ func (ch *channel) check(kind queues.Perm, resourceKind, name string) error {
 	if resourceKind == "exchange" && name == "" {
 		res = "amq.default"
 	}
-	k := permKey{kind, resourceKind[:1] + res}
+	k := permKey{kind, resourceKind[0], res}
 	ok := ch.perms[k]
 	if !ok {
 		// Only grants are cached, as RabbitMQ does: a refusal is checked

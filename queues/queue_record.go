@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Classic queue log records.
@@ -73,6 +74,8 @@ func EncodeRecord(dst []byte, m *Message) []byte {
 
 // encodeRecord appends a record with flags as a segment simple entry.
 func encodeRecord(dst []byte, flags byte, exchange, routingKey string, props, body []byte) []byte {
+	// One allocation of the exact size, not a growth per field.
+	dst = slices.Grow(dst, 4+recFixedSize+min(len(exchange), 255)+min(len(routingKey), 255)+len(props)+len(body))
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // entry size, filled in below
 	dst = append(dst, flags)
