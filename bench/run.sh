@@ -88,10 +88,14 @@ PERF=$OUT/bin/warren-perf
 WARREN_PID="" NATS_PID="" RABBIT_STARTED=0
 start_warren() { # start_warren [keep]: a fresh data dir unless keep
 	[[ ${1:-} == keep ]] || { rm -rf "$OUT/warren-data"; mkdir -p "$OUT/warren-data"; }
+	local a
+	for a in $W_AMQP $W_STREAM; do
+		! port_open "$a" || { log "$a is already in use (another broker?): set WARREN_BENCH_AMQP/WARREN_BENCH_STREAM"; exit 1; }
+	done
 	"$OUT/bin/warren" -data-dir "$OUT/warren-data" -amqp-listen $W_AMQP -stream-listen $W_STREAM \
 		-stream-advertise $W_STREAM -log-level warn >>"$OUT/warren.log" 2>&1 &
 	WARREN_PID=$!
-	wait_port $W_STREAM || { tail "$OUT/warren.log" >&2; log "warren did not start"; exit 1; }
+	wait_port $W_STREAM && kill -0 $WARREN_PID 2>/dev/null || { tail "$OUT/warren.log" >&2; log "warren did not start"; exit 1; }
 }
 stop_warren() { # stop_warren [KILL]
 	[[ -n $WARREN_PID ]] || return 0
