@@ -50,7 +50,7 @@ func BindCommonFlags(fs *flag.FlagSet, c *Common) {
 // call FinishStreamFlags.
 func BindStreamFlags(fs *flag.FlagSet, c *StreamConfig) {
 	BindCommonFlags(fs, &c.Common)
-	fs.IntVar(&c.ConfirmWindow, "confirm", 1000, "unconfirmed messages per producer")
+	fs.IntVar(&c.ConfirmWindow, "confirm", DefaultStreamConfirmWindow, "unconfirmed messages per producer")
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:5552", "broker host:port (all connections go there)")
 	fs.StringVar(&c.User, "user", "guest", "user")
 	fs.StringVar(&c.Password, "password", "guest", "password")

@@ -129,7 +129,7 @@ func TestFlagsAndValidation(t *testing.T) {
 	}
 	if c.Producers != 2 || c.Consumers != 0 || c.Count != 500 || c.Rate != 100 || c.SubEntrySize != 10 ||
 		c.Compression != "zstd" || c.ProducerName != "p" || !c.Recreate || !c.Keep || c.BatchSize != 100 ||
-		c.ConfirmWindow != 1000 || c.Labels["target"] != "warren" || c.T0.UnixNano() != 1000 {
+		c.ConfirmWindow != DefaultStreamConfirmWindow || c.Labels["target"] != "warren" || c.T0.UnixNano() != 1000 {
 		t.Errorf("parsed %+v", c)
 	}
 	bad := []func(*StreamConfig){
