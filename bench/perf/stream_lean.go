@@ -58,6 +58,7 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 	var mine int64 // only the connection's reader goroutine runs the handler
 	handler := func(ch *leanstream.Chunk) {
 		now := time.Now()
+		n, bytes := 0, 0
 		it := ch.Messages()
 		for it.Next() {
 			if limit > 0 {
@@ -66,8 +67,12 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 				}
 			}
 			data, _ := leanstream.DataBody(it.Message())
-			st.consumed(data, len(data), now)
+			n, bytes = n+1, bytes+len(data)
+			if sent, ok := stampTime(data); ok {
+				st.Latency.Record(now.Sub(sent))
+			}
 		}
+		st.consumedBatch(n, bytes, now)
 		if it.Err() != nil {
 			// Records after the error are lost; the run then ends
 			// incomplete or stalled.
