@@ -34,6 +34,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -63,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "print the summary as one JSON object on stdout")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	interval := fs.Duration("progress-interval", time.Second, "progress line interval")
+	cpuProfile := fs.String("cpuprofile", "", "write the tool's own CPU profile to this file (go tool pprof), to tell client-bound runs from broker-bound ones")
 	var exec func() (perf.Summary, error)
 	switch mode {
 	case "stream":
@@ -104,6 +106,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "warren-perf: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "warren-perf: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "warren-perf: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	sum, err := exec()
 	if *jsonOut {

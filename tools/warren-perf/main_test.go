@@ -24,6 +24,16 @@ func TestRunUsageAndReport(t *testing.T) {
 		!strings.Contains(errb.String(), "no producers and no consumers") {
 		t.Errorf("invalid config: status %d, stderr %q", got, errb.String())
 	}
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	if got := run([]string{"stream", "-cpuprofile", prof, "-producers", "0", "-consumers", "0"}, &out, &errb); got != 1 {
+		t.Errorf("invalid config with -cpuprofile: status %d, want 1", got)
+	}
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("-cpuprofile wrote %d bytes (err %v), want a gzipped profile", len(b), err)
+	}
+	if got := run([]string{"stream", "-cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir")}, &out, &errb); got != 1 {
+		t.Errorf("-cpuprofile into a missing directory: status %d, want 1", got)
+	}
 	f := filepath.Join(t.TempDir(), "r.jsonl")
 	lines := `{"labels":{"scenario":"s","target":"warren"},"metrics":{"publish_rate":10}}
 {"labels":{"scenario":"s","target":"rabbitmq"},"metrics":{"publish_rate":5}}
