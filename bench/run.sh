@@ -82,7 +82,8 @@ RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 export PATH=$PATH:/usr/local/go/bin
 log "building warren and warren-perf into $OUT/bin"
-(cd "$ROOT" && go build -o "$OUT/bin/warren" ./tools/warren && go build -o "$OUT/bin/warren-perf" ./tools/warren-perf)
+(cd "$ROOT" && go build -o "$OUT/bin/warren" ./tools/warren && go build -o "$OUT/bin/warren-perf" ./tools/warren-perf &&
+	go build -o "$OUT/bin/loopceiling" ./bench/cmd/loopceiling)
 PERF=$OUT/bin/warren-perf
 
 # ---- brokers -------------------------------------------------------------
@@ -178,11 +179,16 @@ if has nats; then
 	fi
 fi
 
+REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')
+if [[ -n $(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+	REV="$REV + uncommitted changes"
+fi
+
 cat <<EOF2 | tee "$OUT/setup.txt" >&2
 machine:  $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)
-warren:   $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') (+ working tree), $(go version | cut -d' ' -f3)
+warren:   $REV, $(go version | cut -d' ' -f3)
           durability: streams fsync policy none (confirm once written to the OS);
-          durable classic queues fsync before confirming persistent messages (group commit)
+          durable classic and quorum queues fsync before confirming persistent messages (group commit)
 rabbitmq: $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo 'not installed'); streams: no fsync;
           classic and quorum queues: fsync before confirm
 nats:     $(nats-server --version 2>/dev/null || echo 'not used'); JetStream file storage, 1 replica:
@@ -257,6 +263,14 @@ for ((pair = 1; pair <= PAIRS; pair++)); do
 				perf "stream-latency/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 1 -size 100 -rate $LAT_RATE -duration $LAT_DUR "${batch[@]}" -stream perf-lat
 			fi
 		done
+		if [[ $client == lean ]] && want stream-replay; then
+			# The machine's ceiling for that replay: the same bytes (about
+			# 109 per 100 B message on disk) by sendfile over loopback to a
+			# reader that only counts them, as the target "loopback".
+			log "stream-replay/$client on loopback: loopceiling -messages $LEAN_STREAM_N"
+			"$OUT/bin/loopceiling" -json -runs 1 -messages $LEAN_STREAM_N -size $((LEAN_STREAM_N * 109))B \
+				-label "scenario=stream-replay/$client" >>"$RESULTS" || log "loopceiling FAILED"
+		fi
 		for t in $(targets_for amqp); do
 			common=(-client "$client" -producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100)
 			want amqp-classic-16 && perf "amqp-classic-16/$client" "$t" amqp "${common[@]}" -size 16 -count $AMQP_N
