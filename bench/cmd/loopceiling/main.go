@@ -39,6 +39,14 @@ import (
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("loopceiling: ")
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run is main with errors returned, so that the temporary file goes
+// whatever happens.
+func run() error {
 	file := flag.String("file", "", "file to send (default: a temporary file of -size random bytes)")
 	size := flag.String("size", "550MB", "size of the temporary file (B, KB, MB, GB: powers of 1000)")
 	runs := flag.Int("runs", 3, "number of runs")
@@ -49,34 +57,34 @@ func main() {
 	flag.Parse()
 	lab, err := parseLabels(*labels)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	path := *file
 	if path == "" {
 		n, err := parseSize(*size)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		dir, err := os.MkdirTemp("", "loopceiling")
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "data")
 		if err := writeRandom(path, n); err != nil {
-			log.Fatal(err)
+			return err
 		}
 	}
 	for i := 0; i < *runs; i++ {
 		n, d, err := measure(path, *readBuf)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		rec := record(lab, n, d, *messages)
 		if *jsonOut {
 			b, err := json.Marshal(rec)
 			if err != nil {
-				log.Fatal(err)
+				return err
 			}
 			fmt.Println(string(b))
 			continue
@@ -87,6 +95,7 @@ func main() {
 		}
 		fmt.Println()
 	}
+	return nil
 }
 
 // measure sends the file at path over loopback once and returns the bytes
