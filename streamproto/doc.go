@@ -27,7 +27,10 @@
 //
 // A Deliver frame carries one chunk: the 48-byte stored chunk header (with
 // Warren's check bytes zeroed) followed by the chunk's entry data, which the
-// connection's writer sends from the segment file with sendfile(2):
+// connection's writer sends from the segment file with sendfile(2), or,
+// for chunks of at most 64 KiB, reads and writes together with the queued
+// frame heads in one writev (out.go: at low rates every chunk is small,
+// and one system call instead of two wakes the client once):
 //
 //	+----------+--------+-----+-------+----------------+------------------+
 //	| size u32 | 0x0008 | 1|2 | sub u8| [committed u64]| chunk header 48  |  entry data ...
@@ -38,8 +41,8 @@
 //
 // Each connection has a reader goroutine (owns the socket's read side and
 // all connection, publisher and subscription state) and a writer goroutine
-// (owns the write side; coalesces queued frames into large writes and
-// interleaves sendfile calls). Each subscription has a goroutine that
+// (owns the write side; coalesces queued frames and small chunks into
+// large writes and interleaves sendfile calls for large chunks). Each subscription has a goroutine that
 // waits for credit and chunks and queues deliveries to the writer; a
 // single-active-consumer subscription has one only while it is the active
 // member of its group (see sac.go for the groups and the ConsumerUpdate
