@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -161,7 +162,7 @@ const (
 type outWriter struct {
 	nc      net.Conn
 	vec     net.Buffers
-	scratch []byte // cap scratchMax once used; never reallocated
+	scratch []byte // staged chunk data; kept between batches only when small
 }
 
 // writeOut writes buf with the file spans spliced in at their positions.
@@ -181,16 +182,15 @@ func (w *outWriter) writeOut(buf []byte, spans []fileSpan) error {
 			}
 			continue
 		}
-		if w.scratch == nil {
-			w.scratch = make([]byte, 0, scratchMax)
-		}
 		if len(w.scratch)+int(s.n) > scratchMax {
 			if err := w.flush(); err != nil {
 				return err
 			}
 		}
+		// Growing may move scratch; spans already staged keep the old
+		// array alive until the flush, so they stay valid.
 		start := len(w.scratch)
-		w.scratch = w.scratch[:start+int(s.n)]
+		w.scratch = slices.Grow(w.scratch, int(s.n))[:start+int(s.n)]
 		if _, err := s.file.ReadAt(w.scratch[start:], s.pos); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF // the file is shorter than promised
@@ -216,6 +216,9 @@ func (w *outWriter) flush() error {
 	clear(w.vec)
 	w.vec = w.vec[:0]
 	w.scratch = w.scratch[:0]
+	if cap(w.scratch) > smallSpan {
+		w.scratch = nil // a burst's stage is not kept for the connection's life
+	}
 	return err
 }
 
