@@ -268,7 +268,7 @@ for ((pair = 1; pair <= PAIRS; pair++)); do
 			# 109 per 100 B message on disk) by sendfile over loopback to a
 			# reader that only counts them, as the target "loopback".
 			log "stream-replay/$client on loopback: loopceiling -messages $LEAN_STREAM_N"
-			"$OUT/bin/loopceiling" -json -runs 1 -messages $LEAN_STREAM_N -size $((LEAN_STREAM_N * 109))B \
+			"$OUT/bin/loopceiling" -json -runs 1 -messages $LEAN_STREAM_N -bytes $((LEAN_STREAM_N * 109)) \
 				-label "scenario=stream-replay/$client" >>"$RESULTS" || log "loopceiling FAILED"
 		fi
 		for t in $(targets_for amqp); do

@@ -49,18 +49,20 @@ type Stats struct {
 
 // consumed records one delivery of a body at now.
 func (s *Stats) consumed(body []byte, size int, now time.Time) {
-	s.Consumed.Add(1)
-	s.Bytes.Add(int64(size))
-	ns := now.UnixNano()
-	s.firstConsume.CompareAndSwap(0, ns)
-	s.lastConsume.Store(ns)
+	s.consumedBatch(1, size, now)
+	s.deliveryLatency(body, now)
+}
+
+// deliveryLatency records the latency of a body delivered at now, from
+// its send stamp, if it has one.
+func (s *Stats) deliveryLatency(body []byte, now time.Time) {
 	if sent, ok := stampTime(body); ok {
 		s.Latency.Record(now.Sub(sent))
 	}
 }
 
 // consumedBatch records n deliveries of bytes body bytes in all, received
-// at now, whose latencies the caller recorded: one set of counter updates
+// at now, whose latencies the caller recorded (deliveryLatency): one set of counter updates
 // per chunk instead of per message, so that at millions of msgs/s the tool
 // spends its time on the messages, not on its own counters.
 func (s *Stats) consumedBatch(n, bytes int, now time.Time) {

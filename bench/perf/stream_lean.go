@@ -68,9 +68,7 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 			}
 			data, _ := leanstream.DataBody(it.Message())
 			n, bytes = n+1, bytes+len(data)
-			if sent, ok := stampTime(data); ok {
-				st.Latency.Record(now.Sub(sent))
-			}
+			st.deliveryLatency(data, now)
 		}
 		st.consumedBatch(n, bytes, now)
 		if it.Err() != nil {

@@ -5,9 +5,9 @@
 // same machine, so dividing a replay's time by this one says how much of
 // it is left to win.
 //
-//	go run ./bench/cmd/loopceiling -size 550MB -runs 3
+//	go run ./bench/cmd/loopceiling -bytes 550000000 -runs 3
 //	go run ./bench/cmd/loopceiling -file /path/to/segment -runs 3
-//	go run ./bench/cmd/loopceiling -messages 5000000 -size 550MB -json -label scenario=stream-replay/lean
+//	go run ./bench/cmd/loopceiling -messages 5000000 -bytes 550000000 -json -label scenario=stream-replay/lean
 //
 // With -messages N each run also reports consume_rate, N over its time:
 // the replay rate of an N-message stream of that size if the broker and
@@ -29,8 +29,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warren-mq/warren/bench/perf"
@@ -48,22 +46,24 @@ func main() {
 // whatever happens.
 func run() error {
 	file := flag.String("file", "", "file to send (default: a temporary file of -size random bytes)")
-	size := flag.String("size", "550MB", "size of the temporary file (B, KB, MB, GB: powers of 1000)")
+	size := flag.Int64("bytes", 550e6, "size of the temporary file in bytes")
 	runs := flag.Int("runs", 3, "number of runs")
 	readBuf := flag.Int("read-buffer", 1<<20, "the reader's buffer in bytes")
 	messages := flag.Int64("messages", 0, "messages the bytes stand for (reports consume_rate)")
 	jsonOut := flag.Bool("json", false, "one JSON record per run on stdout")
 	labels := flag.String("label", "", "labels k=v,... for -json (target defaults to loopback)")
 	flag.Parse()
-	lab, err := parseLabels(*labels)
+	lab, err := perf.ParseLabels(*labels)
 	if err != nil {
 		return err
 	}
+	if lab["target"] == "" {
+		lab["target"] = "loopback"
+	}
 	path := *file
 	if path == "" {
-		n, err := parseSize(*size)
-		if err != nil {
-			return err
+		if *size <= 0 {
+			return fmt.Errorf("-bytes %d: want a positive size", *size)
 		}
 		dir, err := os.MkdirTemp("", "loopceiling")
 		if err != nil {
@@ -71,7 +71,7 @@ func run() error {
 		}
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "data")
-		if err := writeRandom(path, n); err != nil {
+		if err := writeRandom(path, *size); err != nil {
 			return err
 		}
 	}
@@ -176,21 +176,6 @@ func record(labels map[string]string, n int64, d time.Duration, messages int64) 
 	return perf.Record{Labels: labels, Metrics: m}
 }
 
-func parseLabels(s string) (map[string]string, error) {
-	out := map[string]string{"target": "loopback"}
-	if s == "" {
-		return out, nil
-	}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("bad label %q: want k=v", kv)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
 func writeRandom(path string, n int64) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -201,22 +186,4 @@ func writeRandom(path string, n int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
 }
