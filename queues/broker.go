@@ -43,6 +43,7 @@ type Broker struct {
 	ssMu     sync.Mutex // serialises super stream creation and deletion
 	topo     topoState  // exchanges and bindings (topology_state.go)
 	queues   *queueRegistry
+	persist  *persister  // writes the ack state of durable queues (queue_persist.go)
 	pol      policyState // policies (policy.go)
 
 	mu struct {
@@ -86,6 +87,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		cat.close()
 		return nil, err
 	}
+	b.persist = newPersister(cat.db, opts.Logger)
 	if err := b.openStreams(); err != nil {
 		b.Close()
 		return nil, err
@@ -155,6 +157,7 @@ func (b *Broker) Close() error {
 	b.mu.streams = map[streamName]*osiris.Stream{}
 	b.mu.Unlock()
 	errs := []error{b.closeQueues()}
+	b.persist.close() // after the queues' final writes
 	for _, s := range streams {
 		errs = append(errs, s.Close())
 	}

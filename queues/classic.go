@@ -51,7 +51,7 @@ type Queue struct {
 	owner any // the owning connection of an exclusive queue; nil otherwise
 	log   *osiris.Stream
 	kick  chan struct{} // cap 1: there may be work for the dispatcher; never closed
-	timer *time.Timer   // runs persistTick; armed by scheduleLocked
+	timer *time.Timer   // runs persistTick (the sweep); armed by scheduleLocked
 	// maxPrio is the highest priority level (0: no priorities).
 	maxPrio int
 
@@ -84,7 +84,7 @@ type Queue struct {
 		strs strCaches
 	}
 
-	persistMu sync.Mutex // serialises persist runs with the final close
+	persistMu sync.Mutex // serialises sweeps with the final close
 
 	mu struct {
 		sync.Mutex
@@ -97,8 +97,19 @@ type Queue struct {
 		unacked        map[uint64]unackedMsg
 		settled        rangeSet
 		claimed        rangeSet // taken off ready to be dead-lettered, not settled
-		deliveredMark  uint64   // offset after the highest delivered (persisted)
+		deliveredMark  uint64   // offset after the highest delivered
 		redeliverBelow uint64   // messages below were delivered before the last restart
+		unackedMulti   int      // unacked entries with count >= 2
+
+		// The ack state's persisting (queue_persist.go).
+		markSafe    uint64    // the delivered mark on disk: fresh messages below it may go out
+		markAtFlush uint64    // deliveredMark when the state was last encoded
+		flushAt     time.Time // and when
+		stride      uint64    // the reservation's distance ahead of deliveredMark
+		renewAsked  bool      // an early write of the reservation is asked for
+		markWanted  bool      // a taker waits for a write: kick when it lands
+		reqSeq      uint64    // the next requeue's seq
+		reqCovered  uint64    // requeues below this seq may go out again (quorum)
 
 		expq     expiryHeap // expiries of ready messages
 		expqNext int        // expq size that next triggers a compaction
@@ -125,8 +136,8 @@ type Queue struct {
 		waiters           int           // goroutines waiting on idle
 
 		closed      bool // deleted or closing: refuses everything
-		dirty       bool // ack state changed since persisted
-		timerSet    bool // the persist timer is armed
+		dirty       bool // ack state changed since encoded: queued in the persister
+		timerSet    bool // the sweep timer is armed
 		persistDone bool // final state written: no more persisting
 	}
 }
@@ -161,6 +172,7 @@ func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
 func (q *Queue) start() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.dropOverLimitLocked()
 	q.expireDueLocked()
 	q.dropHeadLocked()
 	q.armTTLTimerLocked()
@@ -453,6 +465,10 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 	q.mu.Unlock()
 	q.get.rd.init(q.log)
 	t, ok, err := q.take(&q.get.rd)
+	for errors.Is(err, errPersistWait) {
+		<-q.b.persist.hurry()
+		t, ok, err = q.take(&q.get.rd)
+	}
 	if err != nil {
 		q.b.log.Error("queues: basic.get", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		return false, Errorf(CodeInternalError, "basic.get from %s: %v", rs("queue", q.def.Name, q.def.VHost), err)
@@ -461,12 +477,7 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 		return false, nil
 	}
 	// q.mu is held (take).
-	if noAck {
-		q.settleLocked(t.id)
-	} else {
-		q.mu.unacked[t.id] = t.unacked(nil)
-	}
-	q.noteDeliveredLocked(t.id)
+	q.deliveredLocked(&t, nil, noAck)
 	left := q.mu.ready
 	q.get.used = true
 	q.scheduleLocked() // the idle sweep closes the reader
@@ -497,12 +508,9 @@ func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 	}
 	n := 0
 	for _, id := range ids {
-		u, ok := q.mu.unacked[id]
-		if !ok {
+		if _, ok := q.takeUnackedLocked(id); !ok {
 			continue
 		}
-		delete(q.mu.unacked, id)
-		q.releaseLocked(u.c)
 		if dead != nil {
 			dead(idRange{id, id + 1})
 		} else {
@@ -531,12 +539,10 @@ func (q *Queue) Requeue(ids ...uint64) {
 	n := 0
 	var dead func(idRange)
 	for _, id := range ids {
-		u, ok := q.mu.unacked[id]
+		u, ok := q.takeUnackedLocked(id)
 		if !ok {
 			continue
 		}
-		delete(q.mu.unacked, id)
-		q.releaseLocked(u.c)
 		if q.overDeliveryLimitLocked(u.count) {
 			// A quorum queue counts every return (queue_quorum.go).
 			q.deadFn(reasonDeliveryLimit)(idRange{id, id + 1})
@@ -549,13 +555,7 @@ func (q *Queue) Requeue(ids ...uint64) {
 			dead(idRange{id, id + 1})
 			continue
 		}
-		l := &q.mu.levels[min(int(u.prio), len(q.mu.levels)-1)]
-		l.req.add(reqEntry{id: id, count: u.count, size: u.size, exp: u.exp})
-		q.mu.ready++
-		q.mu.readyBytes += int64(u.size)
-		if u.exp != noExpiry {
-			q.pushExpiryLocked(expiry{u.exp, id, id + 1})
-		}
+		q.returnReadyLocked(reqEntry{id: id, count: u.count, size: u.size, exp: u.exp}, u.prio)
 		n++
 	}
 	if n > 0 {
@@ -592,24 +592,71 @@ func (q *Queue) settleLocked(id uint64) {
 	q.markDirtyLocked()
 }
 
-// noteDeliveredLocked raises the delivered mark past id.
+// deliveredLocked records a message take returned as delivered to c
+// (nil: basic.get): unacked, or settled at once for noAck.
 // REQUIRES: q.mu held.
-func (q *Queue) noteDeliveredLocked(id uint64) {
-	if id >= q.mu.deliveredMark {
-		q.mu.deliveredMark = id + 1
+func (q *Queue) deliveredLocked(t *taken, c *Consumer, noAck bool) {
+	if noAck {
+		q.settleLocked(t.id)
+	} else {
+		u := t.unacked(c)
+		q.mu.unacked[t.id] = u
+		if u.count >= 2 {
+			q.mu.unackedMulti++
+		}
+	}
+	if t.id >= q.mu.deliveredMark {
+		q.mu.deliveredMark = t.id + 1
 		q.markDirtyLocked()
+		if q.def.Durable {
+			q.renewLocked()
+		}
 	}
 }
 
-// markDirtyLocked notes a change of the ack state and arms the persist
-// timer.
+// takeUnackedLocked removes id from the unacked messages and gives back
+// its consumer's slot.
+// REQUIRES: q.mu held.
+func (q *Queue) takeUnackedLocked(id uint64) (unackedMsg, bool) {
+	u, ok := q.mu.unacked[id]
+	if !ok {
+		return u, false
+	}
+	delete(q.mu.unacked, id)
+	if u.count >= 2 {
+		q.mu.unackedMulti--
+	}
+	q.releaseLocked(u.c)
+	return u, true
+}
+
+// returnReadyLocked makes a delivered message ready again (requeued) at
+// priority level prio.
+// REQUIRES: q.mu held.
+func (q *Queue) returnReadyLocked(e reqEntry, prio uint8) {
+	e.seq = q.mu.reqSeq
+	q.mu.reqSeq++
+	l := &q.mu.levels[min(int(prio), len(q.mu.levels)-1)]
+	l.req.add(e)
+	q.mu.ready++
+	q.mu.readyBytes += int64(e.size)
+	if e.exp != noExpiry {
+		q.pushExpiryLocked(expiry{e.exp, e.id, e.id + 1})
+	}
+}
+
+// markDirtyLocked notes a change of the ack state: a durable queue's goes
+// to the persister. It arms the sweep timer.
 // REQUIRES: q.mu held.
 func (q *Queue) markDirtyLocked() {
-	q.mu.dirty = true
+	if q.def.Durable && !q.mu.dirty && !q.mu.persistDone {
+		q.mu.dirty = true
+		q.b.persist.add(q)
+	}
 	q.scheduleLocked()
 }
 
-// scheduleLocked arms the persist timer unless it is armed.
+// scheduleLocked arms the sweep timer unless it is armed.
 // REQUIRES: q.mu held.
 func (q *Queue) scheduleLocked() {
 	if !q.mu.timerSet && !q.mu.persistDone {
@@ -681,18 +728,9 @@ func (q *Queue) finishShutdown(deleted bool) error {
 	q.persistMu.Lock()
 	defer q.persistMu.Unlock()
 	q.timer.Stop()
-	var errs []error
-	if !deleted && q.def.Durable {
-		errs = append(errs, q.writeAckState(true))
-	}
-	q.mu.Lock()
-	q.mu.persistDone = true
-	q.mu.Unlock()
+	errs := []error{q.b.persist.final(q, deleted)}
 	if deleted || !q.def.Durable {
 		errs = append(errs, q.log.Delete())
-		if q.def.Durable {
-			errs = append(errs, q.b.cat.delete(ackKey(q.def.ID)))
-		}
 	} else {
 		errs = append(errs, q.log.Close())
 	}

@@ -2,6 +2,7 @@ package queues
 
 import (
 	"context"
+	"errors"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -149,6 +150,9 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 		q.mu.exclusiveConsumer = true
 	}
 	q.armExpiresLocked() // in use: x-expires waits
+	if q.def.Durable {
+		q.renewLocked() // reserve ahead now rather than at the first delivery (queue_persist.go)
+	}
 	if !q.mu.dispatching {
 		q.mu.dispatching = true
 		done := make(chan struct{})
@@ -193,7 +197,8 @@ func (q *Queue) Cancel(c *Consumer) {
 	}
 	autoDelete := q.def.AutoDelete && q.mu.hadConsumer && len(q.mu.consumers) == 0 && !q.mu.closed
 	if len(q.mu.consumers) == 0 && !q.mu.closed {
-		q.touchLocked() // unused from now: x-expires counts from here
+		q.touchLocked()     // unused from now: x-expires counts from here
+		q.markDirtyLocked() // the persisted state goes back to exact (queue_persist.go)
 	}
 	q.mu.Unlock()
 	q.Kick() // a dispatcher without consumers exits
@@ -288,6 +293,10 @@ func (q *Queue) dispatch(done chan struct{}) {
 			q.releaseLocked(c)
 			q.endDeliveryLocked()
 			q.mu.Unlock()
+			if errors.Is(err, errPersistWait) {
+				<-q.kick // the persister kicks when the state is written
+				continue
+			}
 			if err != nil {
 				q.b.log.Error("queues: dispatch", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 				<-q.kick // retry on the next event rather than spin
@@ -295,12 +304,7 @@ func (q *Queue) dispatch(done chan struct{}) {
 			continue
 		}
 		// q.mu is held (take).
-		if c.noAck {
-			q.settleLocked(t.id)
-		} else {
-			q.mu.unacked[t.id] = t.unacked(c)
-		}
-		q.noteDeliveredLocked(t.id)
+		q.deliveredLocked(&t, c, c.noAck)
 		q.mu.Unlock()
 		strs.fill(&d, q, c.tag, &t)
 		c.sink.Deliver(&d)

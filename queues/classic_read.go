@@ -49,9 +49,11 @@ func (t *takeReaders) close() {
 // take claims the next ready message: the head of the highest priority
 // level that has one, requeued messages first. On success it returns
 // with q.mu held, the message no longer ready and not yet recorded as
-// delivered; the caller records it and unlocks. Messages due to expire
-// are expired on the way (never delivered), and a record that does not
-// parse is dropped (logged).
+// delivered; the caller records it (deliveredLocked) and unlocks.
+// Messages due to expire are expired on the way (never delivered), and a
+// record that does not parse is dropped (logged). It returns
+// errPersistWait when the head may go out only once the persister has
+// written the queue's state (queue_persist.go).
 func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 	for {
 		q.mu.Lock()
@@ -88,6 +90,14 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 		if p2, req2, id2, ok := q.headLocked(); !ok || p2 != p || req2 != req || id2 != id {
 			q.mu.Unlock() // taken by another taker, purged, expired, or outranked
 			continue
+		}
+		var seq uint64
+		if req {
+			seq = q.mu.levels[p].req.peek().seq
+		}
+		if !q.mayDeliverLocked(id, req, seq) {
+			q.mu.Unlock()
+			return taken{}, false, errPersistWait
 		}
 		h := q.popHeadLocked(p, req)
 		if !found || perr != nil {

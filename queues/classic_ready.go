@@ -372,6 +372,7 @@ type reqEntry struct {
 	count uint32 // deliveries so far
 	size  uint32 // body size
 	exp   int64  // expiry instant, kept from the first enqueue; noExpiry
+	seq   uint64 // order of requeues in the queue (returnReadyLocked)
 }
 
 func (s *requeueSet) len() int            { return len(s.e) - s.start }

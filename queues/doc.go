@@ -16,12 +16,15 @@
 //	e/<vhost> 0x00 <exchange>  a durable exchange
 //	b/<vhost> 0x00 <identity>  a binding whose source and destination are durable
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
-//	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go)
+//	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go, queue_persist.go)
 //	n/stream-id                the last directory id handed out (streams and queues)
 //	pol/<vhost> 0x00 <name>    Policy (policy.go; definition values as JSON)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
-// protocol front end replies -ok only for what is on disk. Ack state is
-// written without sync at most every 100 ms and synced on close: after a
-// crash, messages acked since are redelivered, never lost.
+// protocol front end replies -ok only for what is on disk. Ack state
+// (settled ranges, the delivered mark, quorum delivery counts) is written
+// by one persister for all queues, in one synced batch at most every
+// 100 ms, and exactly on close (queue_persist.go): after a crash, only
+// messages acked in the last ~100 ms are redelivered, every message that
+// may have been delivered comes back redelivered, and nothing is lost.
 package queues

@@ -25,8 +25,9 @@ import (
 // classic_ttl.go, length limits in classic_limits.go, dead-lettering in
 // classic_dlx.go), the log record format in queue_record.go, the x-death
 // rewriting in queue_death.go, declare arguments in queue_args.go, the
-// effective settings (arguments and policy) in queue_config.go, recovery
-// and persisted state in queue_recover.go. Quorum queues are the same
+// effective settings (arguments and policy) in queue_config.go, the
+// persisted state and recovery in queue_recover.go, the persisting of
+// that state in queue_persist.go. Quorum queues are the same
 // machinery with quorum declare rules and delivery limits
 // (queue_quorum.go).
 //
@@ -39,10 +40,11 @@ import (
 // dataDir/transient/<id> a transient queue's (wiped at Open).
 //
 // Lock order: registry.opMu → registry.mu → Queue.mu → ChannelLimit.mu;
-// Queue.get → Queue.mu; Queue.persistMu → Queue.mu; Queue.pub is a leaf.
-// No Queue.mu, get or pub is held while calling a Sink or anything that
-// waits for a log's writer (whose callbacks take Queue.mu); persistMu,
-// which only serialises persisting with close, is. registry.opMu is held
+// Queue.get → Queue.mu; Queue.persistMu → persister.flushMu → Queue.mu →
+// persister.mu; Queue.pub is a leaf. No Queue.mu, get or pub is held
+// while calling a Sink or anything that waits for a log's writer (whose
+// callbacks take Queue.mu); persistMu, which only serialises sweeps with
+// close, is, and get is held while basic.get waits for the persister. registry.opMu is held
 // across the topology hooks (which take no queue lock).
 
 // Queue types.

@@ -15,31 +15,29 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
-// A SIGKILL test of classic queues. TestQueueCrashKill9 runs
+// A SIGKILL test of classic and quorum queues. TestQueueCrashKill9 runs
 // TestQueueCrashChild in a child process on a data directory: it publishes
 // persistent and transient messages to durable queues, consumes, acks,
 // requeues and basic.gets them, and reports on stdout what the broker
 // confirmed. The parent kills it with SIGKILL at a random moment, reopens
 // the broker and checks the queues against the reports, several rounds on
-// the same directory.
+// the same directory. Nothing syncs the ack state but the broker's own
+// persister (queue_persist.go).
 //
 // What the queue code guarantees after a kill (queue_recover.go):
 //
-//   - A confirmed persistent message is in its queue exactly once until it
-//     is acked; an ack is persisted lazily, so an acked message may come
-//     back, but one whose ack state reached the catalog with a sync does
-//     not. The child syncs the ack state at checkpoints ("k n" ... "K n")
-//     the way the persist timer writes it, and the parent's own acks are
-//     synced by the broker's Close.
-//   - No transient message published before a restart is delivered after
-//     it.
-//   - A message delivered while the delivered mark persisted with a sync
-//     covered it comes back redelivered; one published after the restart
-//     is not redelivered on its first delivery.
+//   - A confirmed persistent message (any confirmed message, in a quorum
+//     queue) is in its queue exactly once until it is acked; an ack is
+//     persisted lazily, so an acked message may come back, but not one
+//     acked qcAckGrace or more before the kill.
+//   - No transient message published to a classic queue before a restart
+//     is delivered after it.
+//   - A message delivered before comes back redelivered, and a quorum
+//     queue's with a delivery count at least the number of its earlier
+//     deliveries; a message published after the restart is not
+//     redelivered on its first delivery.
 //   - Bodies and properties come back intact; nothing comes back that was
 //     not published.
 
@@ -48,12 +46,20 @@ const (
 	qcSeedEnv      = "WARREN_QCRASH_SEED"       // seed of the parent, to reproduce a run
 	qcChildSeedEnv = "WARREN_QCRASH_CHILD_SEED" // seed of one child
 	qcRunEnv       = "WARREN_QCRASH_RUN"        // child number on its data directory, from 1
-	qcQueues       = 3                          // durable queues
+	qcQueues       = 3                          // durable queues; the last is a quorum queue
 	qcPublishers   = 2                          // per queue
 	qcTransientQ   = "crash-transient"          // a non-durable queue: gone after a restart
 )
 
+// qcAckGrace is how long before a kill an ack must have been made for the
+// broker to keep it: 200 ms is the promise; under the race detector,
+// which slows the child several times over, a second.
+var qcAckGrace = map[bool]time.Duration{false: 200 * time.Millisecond, true: time.Second}[raceEnabled]
+
 func qcQueueName(i int) string { return fmt.Sprintf("crash-%d", i) }
+
+// qcQuorum reports whether queue qi is a quorum queue.
+func qcQuorum(qi int) bool { return qi == qcQueues-1 }
 
 // qcID names a message: "<queue>.<run>.<publisher>.<seq>".
 func qcID(q, run, pub, seq int) string { return fmt.Sprintf("%d.%d.%d.%d", q, run, pub, seq) }
@@ -172,7 +178,7 @@ func (c *qcChild) delivered(qi int, d *Delivery) string {
 	if err != nil {
 		c.fail("%v", err)
 	}
-	if _, run, _ := parseQCID(id); !persistent && run != c.run {
+	if _, run, _ := parseQCID(id); !persistent && run != c.run && !qcQuorum(qi) {
 		c.fail("transient message %s of run %d delivered in run %d", id, run, c.run)
 	}
 	c.mu.Lock()
@@ -186,7 +192,7 @@ func (c *qcChild) delivered(qi int, d *Delivery) string {
 	if d.Redelivered {
 		r = 1
 	}
-	c.say("d %s %d", id, r)
+	c.say("d %s %d %d", id, r, d.DeliveryCount)
 	return id
 }
 
@@ -196,14 +202,14 @@ func (c *qcChild) settle(q *Queue, id string, tag uint64, discard bool) {
 	c.state[id] = 2
 	c.mu.Unlock()
 	// Before: once acked, the ack may be persisted before this goroutine
-	// reports it (the persist timer runs while it waits for stdout).
+	// reports it (the persister runs while it waits for stdout).
 	c.say("A %s", id)
 	if discard {
 		q.Discard(tag)
 	} else {
 		q.Ack(tag)
 	}
-	c.say("a %s", id)
+	c.say("a %s %d", id, time.Now().UnixNano())
 }
 
 // requeue returns a delivered message.
@@ -321,37 +327,17 @@ func (c *qcChild) poll(qi int, rng *rand.Rand) {
 	}
 }
 
-// checkpoint persists the ack state of every queue as the persist timer
-// does, then syncs the catalog: the acks and deliveries reported before
-// "k n" are durable once "K n" is reported.
-func (c *qcChild) checkpoint(rng *rand.Rand) {
-	for n := 1; ; n++ {
-		time.Sleep(time.Duration(10+rng.IntN(120)) * time.Millisecond)
-		c.say("k %d", n)
-		for _, q := range c.qs {
-			if err := q.persist(); err != nil {
-				c.fail("persist %s: %v", q.def.Name, err)
-			}
-		}
-		if err := c.b.cat.db.LogData(nil, pebble.Sync); err != nil {
-			c.fail("sync catalog: %v", err)
-		}
-		c.say("K %d", n)
-	}
-}
-
 // TestQueueCrashChild is the process TestQueueCrashKill9 kills. It runs
-// publishers, consumers, basic.get pollers and checkpoints on the durable
+// publishers, consumers and basic.get pollers on the durable
 // queues until it is killed, reporting on stdout:
 //
 //	ready            the queues are declared
 //	s <id> <P|T>     about to publish id, persistent or transient
 //	c <id>           id's publish was confirmed
-//	d <id> <0|1>     id delivered (redelivered flag)
+//	d <id> <0|1> <n> id delivered (redelivered flag, delivery count)
 //	A <id>           about to ack or discard id
-//	a <id>           id acked or discarded
+//	a <id> <ns>      id acked or discarded, at Unix time ns
 //	r <id>           id requeued
-//	k <n>, K <n>     checkpoint n began, ended
 //	error <text>     a check failed
 func TestQueueCrashChild(t *testing.T) {
 	dir := os.Getenv(qcDirEnv)
@@ -375,7 +361,11 @@ func TestQueueCrashChild(t *testing.T) {
 	c.b = b
 	b.queueReg().segmentSize = 64 << 10 // for new queues: rolls and truncations
 	for i := range qcQueues {
-		q, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: qcQueueName(i), Durable: true}})
+		var args map[string]any
+		if qcQuorum(i) {
+			args = map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(-1)}
+		}
+		q, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: qcQueueName(i), Durable: true, Args: args}})
 		if err != nil {
 			c.fail("declare: %v", err)
 		}
@@ -408,22 +398,27 @@ func TestQueueCrashChild(t *testing.T) {
 			go c.poll(qi, newRng())
 		}
 	}
-	go c.checkpoint(newRng())
 	select {} // until killed
 }
 
 // qcMsg is what the parent knows of a message.
 type qcMsg struct {
 	id         string
+	queue      int
 	persistent bool
-	run        int  // the child that published it
-	confirmed  bool // confirmed, or seen in its queue after a restart: there until acked
-	ackMaybe   bool // settled by a child since last seen in its queue; the ack may be lost
-	gone       bool // settled durably, or absent after a restart: never delivered again
-	marked     bool // the delivered mark persisted with a sync covers it
-	lastRun    int  // the child that last delivered it
+	run        int       // the child that published it
+	confirmed  bool      // confirmed, or seen in its queue after a restart: there until acked
+	ackMaybe   bool      // settled by a child since last seen in its queue; the ack may be lost
+	ackedAt    time.Time // when a child reported it settled (zero: not since last seen)
+	gone       bool      // settled durably, or absent after a restart: never delivered again
+	deliveries int       // deliveries seen, by children and by checks
+	lastRun    int       // the child that last delivered it
 	hist       []string
 }
+
+// keeps reports whether m survives a restart unless acked: persistent,
+// or in a quorum queue.
+func (m *qcMsg) keeps() bool { return m.persistent || qcQuorum(m.queue) }
 
 // note records an event of the message, for failure messages.
 func (m *qcMsg) note(run int, what string) { m.hist = append(m.hist, fmt.Sprintf("%d:%s", run, what)) }
@@ -437,16 +432,12 @@ type qcState struct {
 	declared bool
 	msgs     map[string]*qcMsg
 
-	// Checkpoints: acks and deliveries since the last "k", and those
-	// before the "k" in progress, made durable by its "K".
-	pendAck, pendDeliv     []*qcMsg
-	frozenAck, frozenDeliv []*qcMsg
-
 	nerr int // errors reported: stop after a screenful
 
 	// Counts of the current child.
-	sent, confirmed, delivered, redelivered, acked, checkpoints int
-	ready                                                       bool
+	sent, confirmed, delivered, redelivered, acked int
+	ready                                          bool
+	ackedBack                                      int // acked before the kill, back after it
 }
 
 func (st *qcState) errorf(format string, args ...any) {
@@ -477,12 +468,12 @@ func (st *qcState) apply(line string) {
 			st.errorf("message %s sent twice", arg)
 			return
 		}
-		_, run, err := parseQCID(arg)
+		qi, run, err := parseQCID(arg)
 		if err != nil || run != st.run {
 			st.errorf("child sent %q", arg)
 			return
 		}
-		m := &qcMsg{id: arg, run: run, persistent: kind == "P"}
+		m := &qcMsg{id: arg, queue: qi, run: run, persistent: kind == "P"}
 		m.note(run, line)
 		st.msgs[arg] = m
 		st.sent++
@@ -496,64 +487,86 @@ func (st *qcState) apply(line string) {
 		m.note(st.run, line)
 		st.confirmed++
 	case "d":
-		id, r, _ := strings.Cut(arg, " ")
+		f := strings.Fields(arg)
+		if len(f) != 3 {
+			st.errorf("child said %q", line)
+			return
+		}
+		id, redelivered := f[0], f[1] == "1"
+		count, _ := strconv.Atoi(f[2])
 		m := st.msgs[id]
 		if m == nil {
 			st.errorf("delivered %s, never sent", id)
 			return
 		}
-		redelivered := r == "1"
 		m.note(st.run, line)
-		switch {
-		case m.gone:
-			st.errorf("delivered %s, acked durably or gone after a restart; history %v", id, m.hist)
-		case !m.persistent && m.run != st.run:
-			st.errorf("delivered transient %s of run %d after a restart", id, m.run)
-		case (m.marked || m.lastRun == st.run) && !redelivered:
-			st.errorf("delivered %s again without the redelivered flag; history %v", id, m.hist)
-		case m.run == st.run && m.lastRun != st.run && redelivered:
-			st.errorf("delivered %s, published after the restart, redelivered on its first delivery; history %v", id, m.hist)
-		}
+		st.checkDelivery(m, redelivered, count, m.run == st.run && m.lastRun != st.run)
 		m.lastRun = st.run
-		st.pendDeliv = append(st.pendDeliv, m)
 		st.delivered++
 		if redelivered {
 			st.redelivered++
 		}
 	case "A", "a":
-		m := st.msgs[arg]
+		id, at, _ := strings.Cut(arg, " ")
+		m := st.msgs[id]
 		if m == nil {
-			st.errorf("acked %s, never sent", arg)
+			st.errorf("acked %s, never sent", id)
 			return
 		}
 		m.ackMaybe = true
 		m.note(st.run, line)
 		if verb == "a" {
-			st.pendAck = append(st.pendAck, m)
+			ns, err := strconv.ParseInt(at, 10, 64)
+			if err != nil {
+				st.errorf("child said %q", line)
+				return
+			}
+			m.ackedAt = time.Unix(0, ns)
 			st.acked++
 		}
 	case "r":
 		if m := st.msgs[arg]; m != nil {
 			m.note(st.run, line)
 		}
-	case "k":
-		st.frozenAck, st.frozenDeliv = st.pendAck, st.pendDeliv
-		st.pendAck, st.pendDeliv = nil, nil
-	case "K":
-		for _, m := range st.frozenAck {
-			m.gone = true
-			m.note(st.run, "ack synced")
-		}
-		for _, m := range st.frozenDeliv {
-			m.marked = true
-			m.note(st.run, "mark synced")
-		}
-		st.frozenAck, st.frozenDeliv = nil, nil
-		st.checkpoints++
 	case "error":
 		st.errorf("child: %s", line)
 	}
 	// Anything else is test-framework output.
+}
+
+// checkDelivery checks a delivery of m (before it is booked): never after
+// it was gone, flagged when delivered before, not flagged when first,
+// a quorum queue's count no lower than the deliveries seen.
+func (st *qcState) checkDelivery(m *qcMsg, redelivered bool, count int, first bool) {
+	st.t.Helper()
+	switch {
+	case m.gone:
+		st.errorf("delivered %s, acked durably or gone after a restart; history %v", m.id, m.hist)
+	case !m.keeps() && m.run != st.run:
+		st.errorf("delivered transient %s of run %d after a restart", m.id, m.run)
+	case m.deliveries > 0 && !redelivered:
+		st.errorf("delivered %s again without the redelivered flag; history %v", m.id, m.hist)
+	case first && redelivered:
+		st.errorf("delivered %s, published after the restart, redelivered on its first delivery; history %v", m.id, m.hist)
+	case qcQuorum(m.queue) && count < m.deliveries:
+		st.errorf("delivered %s with delivery count %d after %d deliveries; history %v", m.id, count, m.deliveries, m.hist)
+	}
+	if m.ackMaybe {
+		st.ackedBack++ // an ack lost to the kill (checked in killed)
+		m.ackMaybe, m.ackedAt = false, time.Time{}
+	}
+	m.deliveries++
+}
+
+// killed books a kill at killAt: acks reported qcAckGrace or more before
+// it must have been kept.
+func (st *qcState) killed(killAt time.Time) {
+	for _, m := range st.msgs {
+		if m.ackMaybe && !m.ackedAt.IsZero() && killAt.Sub(m.ackedAt) >= qcAckGrace {
+			m.gone = true
+			m.note(st.run, fmt.Sprintf("acked %v before the kill", killAt.Sub(m.ackedAt).Round(time.Millisecond)))
+		}
+	}
 }
 
 // runChild runs a child on dir and kills it with SIGKILL after delay
@@ -623,10 +636,12 @@ read:
 				kill = time.After(delay)
 			}
 		case <-kill:
+			killAt := time.Now()
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatalf("kill child: %v", err)
 			}
 			killed, kill = true, nil
+			defer st.killed(killAt) // once every line it wrote is read
 		case <-deadline.C:
 			st.fatalf("child did not finish: killed %v\nlast lines:\n%s\nstderr:\n%s",
 				killed, strings.Join(tail, "\n"), stderr.String())
@@ -670,6 +685,7 @@ type qcGot struct {
 	id          string
 	persistent  bool
 	redelivered bool
+	count       uint32
 }
 
 // verify opens the broker a killed child left in dir and checks every
@@ -715,7 +731,7 @@ func (st *qcState) verify(dir string, rng *rand.Rand) (present, acked int, logs 
 			var g qcGot
 			var cerr error
 			ok, err := q.Get(nil, false, func(d *Delivery) {
-				g.tag, g.redelivered = d.ID, d.Redelivered
+				g.tag, g.redelivered, g.count = d.ID, d.Redelivered, d.DeliveryCount
 				g.id, g.persistent, cerr = qcCheckDelivery(qi, d)
 			})
 			if err != nil {
@@ -748,18 +764,13 @@ func (st *qcState) verify(dir string, rng *rand.Rand) (present, acked int, logs 
 				continue
 			case g.persistent != m.persistent:
 				st.errorf("queue %d: message %s (offset %d): persistent %v, published %v", qi, g.id, g.tag, g.persistent, m.persistent)
-			case !m.persistent:
+			case !m.keeps():
 				st.errorf("queue %d: transient message %s (offset %d) survived the restart", qi, g.id, g.tag)
-			case m.gone:
-				st.errorf("queue %d: message %s (offset %d) is back: acked durably, or gone after an earlier restart; history %v", qi, g.id, g.tag, m.hist)
-			case m.marked && !g.redelivered:
-				st.errorf("queue %d: message %s (offset %d), delivered before a persisted mark, not redelivered; history %v", qi, g.id, g.tag, m.hist)
 			}
 			seen[g.id] = true
-			m.note(st.run, fmt.Sprintf("check: offset %d redelivered %v", g.tag, g.redelivered))
-			// It is in the queue and delivered; the broker's Close
-			// persists that with a sync.
-			m.confirmed, m.ackMaybe, m.marked = true, false, true
+			m.note(st.run, fmt.Sprintf("check: offset %d redelivered %v count %d", g.tag, g.redelivered, g.count))
+			st.checkDelivery(m, g.redelivered, int(g.count), false)
+			m.confirmed = true // in its queue until acked
 			if rng.IntN(4) == 0 {
 				toAck[qi] = append(toAck[qi], g.tag)
 				m.note(st.run, "check: acked")
@@ -774,7 +785,7 @@ func (st *qcState) verify(dir string, rng *rand.Rand) (present, acked int, logs 
 		if seen[m.id] {
 			continue
 		}
-		if m.persistent && m.confirmed && !m.ackMaybe && !m.gone {
+		if m.keeps() && m.confirmed && !m.ackMaybe && !m.gone {
 			q, _, _ := parseQCID(m.id)
 			st.errorf("queue %d: confirmed message %s lost; history %v", q, m.id, m.hist)
 		}
@@ -842,9 +853,8 @@ func TestQueueCrashKill9(t *testing.T) {
 		st := &qcState{t: t, seed: seed, dirN: d, msgs: map[string]*qcMsg{}}
 		for round := range rounds {
 			st.run = round + 1
-			st.sent, st.confirmed, st.delivered, st.redelivered, st.acked, st.checkpoints = 0, 0, 0, 0, 0, 0
+			st.sent, st.confirmed, st.delivered, st.redelivered, st.acked, st.ackedBack = 0, 0, 0, 0, 0, 0
 			st.ready = false
-			st.pendAck, st.pendDeliv, st.frozenAck, st.frozenDeliv = nil, nil, nil, nil
 			early := rng.IntN(6) == 0 // maybe in Open, recovering
 			delay := time.Duration(50+rng.IntN(500)) * time.Millisecond
 			if early {
@@ -855,9 +865,9 @@ func TestQueueCrashKill9(t *testing.T) {
 			}
 			st.runChild(dir, rng.Uint64(), delay, early)
 			present, acked, logs := st.verify(dir, rng)
-			t.Logf("directory %d run %d: killed %v after %s (ready %v): sent %d, confirmed %d (%d in flight), delivered %d (%d redelivered), acked %d, checkpoints %d; reopened: %d messages, %d acked by the check; logs%s",
+			t.Logf("directory %d run %d: killed %v after %s (ready %v): sent %d, confirmed %d (%d in flight), delivered %d (%d redelivered), acked %d (%d back after the kill, each acked less than %v before it); reopened: %d messages, %d acked by the check; logs%s",
 				d, st.run, delay, map[bool]string{true: "start", false: "ready"}[early], st.ready,
-				st.sent, st.confirmed, st.sent-st.confirmed, st.delivered, st.redelivered, st.acked, st.checkpoints, present, acked, logs)
+				st.sent, st.confirmed, st.sent-st.confirmed, st.delivered, st.redelivered, st.acked, st.ackedBack, qcAckGrace, present, acked, logs)
 			if t.Failed() {
 				t.FailNow()
 			}

@@ -28,8 +28,8 @@ import (
 // Unlike RabbitMQ 4.3, which counts only "failed" deliveries
 // (basic.reject, a lost channel) and lets nack(requeue=true) loop forever
 // (PR #15387), Warren counts nack(requeue=true) too, as RabbitMQ ≤4.2 did.
-// The delivery count lives in memory: after a restart a message delivered
-// before it counts as delivered once.
+// Delivery counts survive a restart (queue_persist.go): a crash returns
+// what was out, counted, and the count never goes back.
 
 // quorumTypeModule is how RabbitMQ's texts name the quorum queue type.
 const quorumTypeModule = "rabbit_quorum_queue"

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/warren-mq/warren/osiris"
@@ -11,21 +12,25 @@ import (
 )
 
 // A durable queue's persisted state, besides its log, is its ack state in
-// the catalog under qa/<id>:
+// the catalog under qa/<id>, written by the broker's persister
+// (queue_persist.go):
 //
-//	+------------+------------------------+-----------------------------+
-//	| version u8 | delivered mark uvarint | settled ranges (rangeSet)   |
-//	+------------+------------------------+-----------------------------+
+//	+------------+------------------------+-----------------------------+----------------------+
+//	| version u8 | delivered mark uvarint | settled ranges (rangeSet)   | counts (version 2)   |
+//	+------------+------------------------+-----------------------------+----------------------+
 //
-// The settled ranges are those of rangeSet.appendTo. The delivered mark is
-// the offset after the highest message ever delivered.
+// The settled ranges are those of rangeSet.appendTo. The delivered mark
+// is a reservation: every message below it may have been delivered. The
+// counts are a quorum queue's delivery counts (appendCountsLocked; an
+// empty list for other queues). Version 1, without counts, is still read.
 //
-// It is written (without sync) at most every persistInterval while it
-// changes, and with sync when the queue closes. After a crash, what was
-// settled after the last write is not settled any more: those messages,
-// and the delivered-but-unacked ones, are delivered again (at least once,
-// never lost). Messages below the delivered mark come back with
-// Redelivered set: they may have been delivered before.
+// The persister writes it with sync at most persistInterval after a
+// change, and the queue writes it exactly when it closes. After a crash,
+// what was settled after the last write is not settled any more: those
+// messages, and the delivered-but-unacked ones, are delivered again (at
+// least once, never lost). Messages below the delivered mark come back
+// with Redelivered set; a quorum queue's come back as requeued messages,
+// each with its count (at least 1), delivered first.
 //
 // Recovery (recover) reads the ack state, then scans the log from the
 // head: transient messages (delivery mode 1) written before the restart
@@ -49,74 +54,135 @@ import (
 //     of the publish), and the queue TTL applied to recovered messages is
 //     the one in effect now, not the one at their enqueue (a policy may
 //     have changed it). Messages past their expiry are dead-lettered as
-//     expired when the queue starts. Delivery counts are not kept:
-//     messages below the delivered mark come back redelivered. The
-//     sizes of messages not read (plain persistent chunks of a queue
-//     without a bytes limit) are unknown: they do not count toward a
-//     bytes limit a policy sets later. Requeued messages come back in
-//     id order with the fresh ones, as RabbitMQ's classic queues do.
+//     expired when the queue starts. A classic queue keeps no delivery
+//     counts: messages below the delivered mark come back redelivered. A
+//     quorum queue's counts are upper bounds, exact for messages that
+//     were not being delivered or requeued at the crash; one past the
+//     delivery limit is dead-lettered when the queue starts. The sizes of
+//     messages not read (plain persistent chunks of a queue without a
+//     bytes limit) are unknown: they do not count toward a bytes limit a
+//     policy sets later. Requeued messages of a classic queue come back
+//     in id order with the fresh ones, as RabbitMQ's classic queues do.
 
 // ackStateVersion is the format version of the persisted ack state; part of
 // the on-disk format.
-const ackStateVersion = 1
+const (
+	ackStateVersion   = 2
+	ackStateVersionV1 = 1 // without counts
+)
 
-// encodeAckStateLocked appends the persisted ack state to dst.
+// appendAckStateLocked appends the persisted ack state with delivered
+// mark mark to dst; ahead is passed to appendCountsLocked.
 // REQUIRES: q.mu held.
-func (q *Queue) encodeAckStateLocked(dst []byte) []byte {
-	dst = append(dst, ackStateVersion)
-	dst = binary.AppendUvarint(dst, q.mu.deliveredMark)
-	return q.mu.settled.appendTo(dst)
+func (q *Queue) appendAckStateLocked(dst []byte, mark uint64, ahead bool) []byte {
+	dst = appendAckStateHead(dst, mark, &q.mu.settled)
+	if !q.Quorum() {
+		return appendCounts(dst, nil)
+	}
+	return q.appendCountsLocked(dst, ahead)
 }
 
-func decodeAckState(b []byte) (mark uint64, set rangeSet, err error) {
-	if len(b) == 0 || b[0] != ackStateVersion {
-		return 0, set, fmt.Errorf("queues: ack state: unknown version")
+// appendAckStateHead appends an ack state's version, mark and settled
+// ranges; the counts follow.
+func appendAckStateHead(dst []byte, mark uint64, settled *rangeSet) []byte {
+	dst = append(dst, ackStateVersion)
+	dst = binary.AppendUvarint(dst, mark)
+	return settled.appendTo(dst)
+}
+
+// idCount is a message's delivery count in the persisted state.
+type idCount struct {
+	id uint64
+	n  uint32
+}
+
+// appendCounts appends delivery counts: a uvarint number of entries,
+// then per entry (ids ascending) the uvarint distance from the previous
+// id (from 0) and the uvarint count (at least 1).
+func appendCounts(dst []byte, cs []idCount) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(cs)))
+	var prev uint64
+	for _, c := range cs {
+		dst = binary.AppendUvarint(dst, c.id-prev)
+		dst = binary.AppendUvarint(dst, uint64(c.n))
+		prev = c.id
 	}
+	return dst
+}
+
+// ackState is a decoded ack state.
+type ackState struct {
+	mark    uint64
+	settled rangeSet
+	counts  map[uint64]uint32 // quorum delivery counts
+}
+
+func decodeAckState(b []byte) (st ackState, err error) {
+	if len(b) == 0 || (b[0] != ackStateVersion && b[0] != ackStateVersionV1) {
+		return st, fmt.Errorf("queues: ack state: unknown version")
+	}
+	v := b[0]
 	mark, n := binary.Uvarint(b[1:])
 	if n <= 0 {
-		return 0, set, fmt.Errorf("queues: ack state: bad delivered mark")
+		return st, fmt.Errorf("queues: ack state: bad delivered mark")
 	}
-	rest, err := set.readFrom(b[1+n:])
-	if err == nil && len(rest) != 0 {
-		err = fmt.Errorf("queues: ack state: %d trailing bytes", len(rest))
+	st.mark = mark
+	rest, err := st.settled.readFrom(b[1+n:])
+	if err != nil {
+		return st, err
 	}
-	return mark, set, err
+	if v == ackStateVersion {
+		if st.counts, rest, err = readCounts(rest); err != nil {
+			return st, err
+		}
+	}
+	if len(rest) != 0 {
+		return st, fmt.Errorf("queues: ack state: %d trailing bytes", len(rest))
+	}
+	return st, nil
 }
 
-// writeAckState persists the ack state if it changed (always when final).
-func (q *Queue) writeAckState(final bool) error {
-	q.mu.Lock()
-	if !q.mu.dirty && !final {
-		q.mu.Unlock()
-		return nil
+// readCounts decodes what appendCounts wrote, returning the rest.
+func readCounts(b []byte) (map[uint64]uint32, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) { // each entry takes at least 2 bytes
+		return nil, b, fmt.Errorf("queues: ack state: bad count of delivery counts")
 	}
-	val := q.encodeAckStateLocked(nil)
-	q.mu.dirty = false
-	q.mu.Unlock()
-	opts := pebble.NoSync
-	if final {
-		opts = pebble.Sync
+	b = b[k:]
+	if n == 0 {
+		return nil, b, nil
 	}
-	if err := q.b.cat.db.Set(ackKey(q.def.ID), val, opts); err != nil {
-		q.mu.Lock()
-		q.markDirtyLocked() // try again later
-		q.mu.Unlock()
-		return fmt.Errorf("queues: persist ack state of %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
+	m := make(map[uint64]uint32, n)
+	var id uint64
+	for i := uint64(0); i < n; i++ {
+		d, k1 := binary.Uvarint(b)
+		if k1 <= 0 || (i > 0 && d == 0) {
+			return nil, b, fmt.Errorf("queues: ack state: delivery count %d: bad id", i)
+		}
+		c, k2 := binary.Uvarint(b[k1:])
+		if k2 <= 0 || c == 0 || c > math.MaxUint32 {
+			return nil, b, fmt.Errorf("queues: ack state: delivery count %d: bad count", i)
+		}
+		b = b[k1+k2:]
+		id += d
+		m[id] = uint32(c)
 	}
-	return nil
+	return m, b, nil
 }
 
-// persistTick runs on the persist timer.
+// persistTick runs on the sweep timer.
 func (q *Queue) persistTick() {
-	if err := q.persist(); err != nil {
-		q.b.log.Error("queues: persist", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	if err := q.sweep(); err != nil {
+		q.b.log.Error("queues: sweep", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 	}
 }
 
-// persist writes the ack state of a durable queue if it changed, deletes
-// the log segments wholly below the head, and closes basic.get's reader
-// when no Get used it since the last run.
-func (q *Queue) persist() error {
+// sweep deletes the log segments wholly below the head and closes
+// basic.get's reader when no Get used it since the last run. (A crash
+// between a deletion and the persisting of the acks that allowed it
+// loses nothing: recovery takes what is missing from the log as
+// settled.)
+func (q *Queue) sweep() error {
 	q.persistMu.Lock()
 	defer q.persistMu.Unlock()
 	q.mu.Lock()
@@ -126,18 +192,12 @@ func (q *Queue) persist() error {
 	}
 	q.mu.timerSet = false
 	head := q.mu.settled.firstGap(0)
-	if !q.def.Durable {
-		q.mu.dirty = false
-	}
 	q.mu.Unlock()
 
-	var errs []error
-	if q.def.Durable {
-		errs = append(errs, q.writeAckState(false))
-	}
+	var err error
 	if q.log.CanTruncateBefore(head) {
-		if _, err := q.log.TruncateBefore(head); err != nil && !errors.Is(err, osiris.ErrClosed) {
-			errs = append(errs, err)
+		if _, err = q.log.TruncateBefore(head); errors.Is(err, osiris.ErrClosed) {
+			err = nil
 		}
 	}
 
@@ -156,27 +216,27 @@ func (q *Queue) persist() error {
 		q.scheduleLocked()
 		q.mu.Unlock()
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // recover rebuilds the state of a reopened durable queue from its ack
 // state and its log. No other goroutine uses the queue yet; its timers
 // start, and expired messages go, in start, once every queue is open.
 func (q *Queue) recover() error {
-	var set rangeSet
-	var mark uint64
+	var as ackState
 	val, closer, err := q.b.cat.db.Get(ackKey(q.def.ID))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
 		return err
 	default:
-		mark, set, err = decodeAckState(val)
+		as, err = decodeAckState(val)
 		closer.Close()
 		if err != nil {
 			return err
 		}
 	}
+	set, mark := as.settled, as.mark
 	st := q.log.Stats()
 	end := st.NextOffset
 	set.clipAt(end) // defensive: nothing at or past the log's end is settled
@@ -231,7 +291,7 @@ func (q *Queue) recover() error {
 					ids = append(ids, idRange{x, y})
 					x = y
 				}
-				q.enqueueLocked(ids, nil, h.Timestamp, cfg.ttl)
+				q.recoverReadyLocked(ids, nil, h.Timestamp, cfg.ttl, mark, as.counts)
 			} else {
 				if buf, err = c.ReadData(buf); err != nil {
 					return err
@@ -269,7 +329,7 @@ func (q *Queue) recover() error {
 					}
 					metas = append(metas, m)
 				}
-				q.enqueueLocked(ids, metas, h.Timestamp, cfg.ttl)
+				q.recoverReadyLocked(ids, metas, h.Timestamp, cfg.ttl, mark, as.counts)
 			}
 			prev = hi
 		}
@@ -280,8 +340,66 @@ func (q *Queue) recover() error {
 	q.mu.tail = end
 	q.mu.deliveredMark = mark
 	q.mu.redeliverBelow = mark
-	q.markDirtyLocked() // persist the cleaned state; delete settled segments
+	q.mu.markSafe, q.mu.markAtFlush = mark, mark // on disk already
+	q.markDirtyLocked()                          // persist the cleaned state; delete settled segments
 	return nil
+}
+
+// recoverReadyLocked makes recovered messages ready as enqueueLocked
+// does, except that a quorum queue's messages below the delivered mark,
+// which may have been delivered, become requeued messages with their
+// delivery counts (at least 1).
+// REQUIRES: q.mu held.
+func (q *Queue) recoverReadyLocked(ids []idRange, metas []pubMeta, at, ttl int64, mark uint64, counts map[uint64]uint32) {
+	if !q.Quorum() || len(ids) == 0 || ids[0].lo >= mark {
+		q.enqueueLocked(ids, metas, at, ttl)
+		return
+	}
+	k := 0 // index in metas
+	for i, r := range ids {
+		for id := r.lo; id < r.hi; id, k = id+1, k+1 {
+			m := pubMeta{msgTTL: -1}
+			if metas != nil {
+				m = metas[k]
+			}
+			if id >= mark {
+				// The rest never went out.
+				rest := append([]idRange{{id, r.hi}}, ids[i+1:]...)
+				if metas != nil {
+					metas = metas[k:]
+				}
+				q.enqueueLocked(rest, metas, at, ttl)
+				return
+			}
+			q.returnReadyLocked(reqEntry{id: id, count: max(counts[id], 1), size: m.size,
+				exp: expiryOf(at, effectiveTTL(ttl, m.msgTTL))}, m.prio)
+		}
+	}
+}
+
+// dropOverLimitLocked dead-letters the requeued messages of a quorum
+// queue whose delivery count is past its delivery limit: those a crash
+// returned (recover), as RabbitMQ does when a consumer goes down.
+// REQUIRES: q.mu held.
+func (q *Queue) dropOverLimitLocked() {
+	if !q.Quorum() {
+		return
+	}
+	var over []uint64
+	for p := range q.mu.levels {
+		for _, e := range q.mu.levels[p].req.entries() {
+			if q.overDeliveryLimitLocked(e.count) {
+				over = append(over, e.id)
+			}
+		}
+	}
+	if len(over) == 0 {
+		return
+	}
+	dead := q.deadFn(reasonDeliveryLimit)
+	for _, id := range over {
+		q.removeReadyLocked(id, id+1, dead)
+	}
 }
 
 // clipAt removes every offset >= x.

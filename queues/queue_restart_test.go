@@ -162,7 +162,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		s.ack(q, gs[n:hi]...)
 		n = hi
 	}
-	if err := q.persist(); err != nil {
+	if err := q.sweep(); err != nil {
 		t.Fatal(err)
 	}
 	mid := segmentCount(t, q.testDir())
@@ -179,7 +179,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		s.ack(q, gs[n:]...)
 		n = len(gs)
 	}
-	if err := q.persist(); err != nil {
+	if err := q.sweep(); err != nil {
 		t.Fatal(err)
 	}
 	if n := segmentCount(t, q.testDir()); n != 1 {
@@ -332,8 +332,8 @@ func TestIdleQueueHoldsNothing(t *testing.T) {
 	if q.get.rd.main.r == nil {
 		t.Fatal("Get left no reader to reuse")
 	}
-	q.persist() // a Get happened since the last sweep: kept
-	q.persist() // none since: closed
+	q.sweep() // a Get happened since the last sweep: kept
+	q.sweep() // none since: closed
 	if q.get.rd.main.r != nil || q.get.rd.main.data != nil {
 		t.Fatal("basic.get's reader still open when idle")
 	}
@@ -353,9 +353,7 @@ func TestQueueCrashRedelivers(t *testing.T) {
 	// The acks made room: m5 goes out too, before the persist, so every
 	// message left has been delivered when the state is saved.
 	gs = s.wait(t, 6)
-	if err := q.persist(); err != nil {
-		t.Fatal(err)
-	}
+	b.persist.flush()
 	id := q.def.ID
 	saved, closer, err := b.cat.db.Get(ackKey(id))
 	if err != nil {

@@ -1,0 +1,415 @@
+package queues
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Persisting the ack state of durable queues.
+//
+// Besides its log, a durable queue must remember across a crash what
+// changes with every delivery and ack: its settled ranges, its delivered
+// mark and, for a quorum queue, delivery counts (the format is in
+// queue_recover.go). The state is kept in memory and written to the
+// catalog by the broker's persister, one goroutine that writes the state
+// of every queue that changed in one pebble batch committed with sync, at
+// most persistInterval after the change (at once after a quiet spell). An
+// ack is on disk within about persistInterval plus one fsync, however many
+// queues there are, for one small synced write per interval for the whole
+// broker. (A write without sync would not do: pebble keeps an unsynced
+// write in its own buffer until 32 KiB accumulate, so a killed process
+// loses it.)
+//
+// Two things must be on disk before they happen rather than after: a
+// delivery, so that a message delivered before a crash comes back with
+// the redelivered flag, and, in a quorum queue, a redelivery, so that
+// x-delivery-count never goes back. A synced write per message would cost
+// too much; the persister reserves ahead instead:
+//
+//   - The delivered mark on disk is a reservation: every message below it
+//     may have been delivered. A taker delivers a message for the first
+//     time only below q.mu.markSafe, the reservation known to be on disk.
+//     While the queue is in use the reservation runs about two intervals
+//     of deliveries ahead of the exact mark (markStrideLocked), renewed
+//     early when deliveries come within half a stride of it, so takers
+//     wait only when the delivery rate jumps. The next write of an unused
+//     queue brings it back to the exact mark: after a crash, messages
+//     below the mark come back redelivered, and no others.
+//   - While a quorum queue has consumers, its requeued messages are
+//     written with one delivery more than they had, and one may be
+//     redelivered only once such a write has landed (its seq below
+//     q.mu.reqCovered). After a crash a count is never below the
+//     deliveries that happened; it is exact for messages that were not
+//     moving.
+//
+// Lowering a bound (the reservation, the requeue coverage) takes effect
+// when the state is encoded, raising it when the write has landed: a
+// taker never goes past what is on disk, whichever of the old and the new
+// state a crash leaves there.
+//
+// Lock order: persister.flushMu → Queue.mu → persister.mu.
+
+// Reservation settings.
+const (
+	// minMarkStride and maxMarkStride bound how far the delivered mark
+	// is reserved ahead of the deliveries of a queue in use.
+	minMarkStride = 256
+	maxMarkStride = 1 << 18
+)
+
+// errPersistWait is take's answer when the next message may go out only
+// after the persister has written the queue's state; the persister kicks
+// the queue (and closes the channel hurry returned) when it has.
+var errPersistWait = errors.New("queues: delivery waits for the ack state to be persisted")
+
+// persister writes the ack state of durable queues (see above).
+type persister struct {
+	db   *pebble.DB
+	log  *slog.Logger
+	wake chan struct{} // cap 1: there is work, or closing
+	done chan struct{} // closed when run exits
+
+	// flushMu serialises writes of queue states: flushes, and a queue's
+	// final write or deletion, so that an older state never lands after
+	// a newer one.
+	flushMu sync.Mutex
+	buf     []byte    // encoding scratch, under flushMu
+	retryAt time.Time // after a failed flush: no urgent flush before; owned by run
+
+	mu struct {
+		sync.Mutex
+		dirty  []*Queue // queues whose state changed since encoded
+		urgent bool     // a taker waits: flush now
+		// next is closed when the first flush that starts after it was
+		// taken has landed (or failed).
+		next   chan struct{}
+		closed bool
+	}
+}
+
+func newPersister(db *pebble.DB, log *slog.Logger) *persister {
+	p := &persister{db: db, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.mu.next = make(chan struct{})
+	go pprof.Do(context.Background(), pprof.Labels("queues", "persister"), func(context.Context) { p.run() })
+	return p
+}
+
+func (p *persister) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add queues q for the next flush.
+// REQUIRES: q.mu held; q is durable and not already queued (q.mu.dirty).
+func (p *persister) add(q *Queue) {
+	p.mu.Lock()
+	p.mu.dirty = append(p.mu.dirty, q)
+	first := len(p.mu.dirty) == 1
+	p.mu.Unlock()
+	if first {
+		p.signal()
+	}
+}
+
+// hurry asks for a flush now and returns a channel closed when a flush
+// that started after the call has landed.
+func (p *persister) hurry() <-chan struct{} {
+	p.mu.Lock()
+	p.mu.urgent = true
+	ch := p.mu.next
+	p.mu.Unlock()
+	p.signal()
+	return ch
+}
+
+// run is the persister goroutine: it flushes when a taker waits, and
+// otherwise at most once per persistInterval while queues change.
+func (p *persister) run() {
+	defer close(p.done)
+	var due time.Time // the earliest regular flush: persistInterval after the last
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		p.mu.Lock()
+		closed, urgent, pending := p.mu.closed, p.mu.urgent, len(p.mu.dirty) > 0
+		p.mu.Unlock()
+		now := time.Now()
+		if urgent && now.Before(p.retryAt) {
+			urgent, pending = false, true // a failure: wait before trying again
+			due = p.retryAt
+		}
+		switch {
+		case closed:
+			return
+		case urgent || (pending && !now.Before(due)):
+			due = now.Add(persistInterval)
+			p.flush()
+		case pending:
+			t.Reset(due.Sub(now))
+			select {
+			case <-t.C:
+			case <-p.wake:
+				t.Stop()
+			}
+		default:
+			<-p.wake
+		}
+	}
+}
+
+// close stops the persister. Queues write their final state themselves
+// (final); whatever else is pending is dropped, as a crash would.
+func (p *persister) close() {
+	p.mu.Lock()
+	p.mu.closed = true
+	p.mu.Unlock()
+	p.signal()
+	<-p.done
+	p.mu.Lock()
+	close(p.mu.next) // wake any waiter; it finds its queue closed
+	p.mu.next = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// stateWrite is one queue's encoded state in a flush.
+type stateWrite struct {
+	q     *Queue
+	val   []byte
+	mark  uint64 // the delivered mark written (a reservation)
+	cover uint64 // requeues below this seq were written with one delivery more
+}
+
+// flush writes the state of every queue that changed.
+func (p *persister) flush() {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.mu.Lock()
+	qs := p.mu.dirty
+	p.mu.dirty = nil
+	p.mu.urgent = false
+	landed := p.mu.next
+	p.mu.next = make(chan struct{})
+	p.mu.Unlock()
+	defer close(landed)
+
+	batch := p.db.NewBatch()
+	defer batch.Close()
+	ws := make([]stateWrite, 0, len(qs))
+	buf := p.buf[:0]
+	for _, q := range qs {
+		q.mu.Lock()
+		if q.mu.persistDone {
+			q.mu.Unlock()
+			continue
+		}
+		start := len(buf)
+		var w stateWrite
+		buf, w.mark, w.cover = q.encodeStateLocked(buf, false)
+		q.mu.Unlock()
+		w.q, w.val = q, buf[start:]
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		if err := batch.Set(ackKey(w.q.def.ID), w.val, nil); err != nil {
+			p.failed(ws, err)
+			return
+		}
+	}
+	if len(ws) > 0 {
+		if err := batch.Commit(pebble.Sync); err != nil {
+			p.failed(ws, err)
+			return
+		}
+	}
+	const keep = 1 << 20 // don't hold a burst's buffer forever
+	if cap(buf) <= keep {
+		p.buf = buf[:0]
+	} else {
+		p.buf = nil
+	}
+	for _, w := range ws {
+		q := w.q
+		q.mu.Lock()
+		q.landedLocked(w.mark, w.cover)
+		wake := q.mu.markWanted
+		q.mu.markWanted = false
+		q.mu.Unlock()
+		if wake {
+			q.Kick()
+		}
+	}
+}
+
+// failed handles a flush that could not be written: the queues stay
+// dirty and are tried again after persistInterval; their takers keep
+// the bounds lowered at encoding.
+// REQUIRES: p.flushMu held; called by run.
+func (p *persister) failed(ws []stateWrite, err error) {
+	p.log.Error("queues: persist ack state", "queues", len(ws), "err", err)
+	p.retryAt = time.Now().Add(persistInterval)
+	for _, w := range ws {
+		q := w.q
+		q.mu.Lock()
+		q.markDirtyLocked()
+		wake := q.mu.markWanted
+		q.mu.markWanted = false
+		q.mu.Unlock()
+		if wake {
+			q.Kick() // a taker asks again: at the next regular flush
+		}
+	}
+}
+
+// final writes q's last state (or deletes it, for a deleted queue) and
+// stops its persisting. The queue has no consumers and takes nothing any
+// more.
+func (p *persister) final(q *Queue, deleted bool) error {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	q.mu.Lock()
+	q.mu.persistDone = true
+	var val []byte
+	if q.def.Durable && !deleted {
+		val, _, _ = q.encodeStateLocked(nil, true)
+	}
+	q.mu.Unlock()
+	switch {
+	case !q.def.Durable:
+		return nil
+	case deleted:
+		return q.b.cat.delete(ackKey(q.def.ID))
+	}
+	if err := p.db.Set(ackKey(q.def.ID), val, pebble.Sync); err != nil {
+		return fmt.Errorf("queues: persist ack state of %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
+	}
+	return nil
+}
+
+// encodeStateLocked appends the queue's persisted state to dst and
+// returns it with the delivered mark and requeue coverage it writes,
+// lowering the queue's bounds to them now (see the top of this file).
+// A final state is exact: no reservation, no delivery ahead.
+// REQUIRES: q.mu held; q durable.
+func (q *Queue) encodeStateLocked(dst []byte, final bool) (out []byte, mark, cover uint64) {
+	q.mu.dirty = false
+	q.mu.renewAsked = false
+	now := time.Now()
+	inUse := !final && (len(q.mu.consumers) > 0 || q.mu.markWanted || q.mu.deliveredMark != q.mu.markAtFlush)
+	mark = q.mu.deliveredMark
+	if inUse {
+		q.mu.stride = q.markStrideLocked(now)
+		mark += q.mu.stride
+	}
+	q.mu.markAtFlush, q.mu.flushAt = q.mu.deliveredMark, now
+	q.mu.markSafe = min(q.mu.markSafe, mark)
+	// A quorum queue's requeued messages may go out again before the
+	// next write while it has consumers (or a basic.get waits).
+	ahead := !final && q.Quorum() && (len(q.mu.consumers) > 0 || q.mu.markWanted)
+	if ahead {
+		cover = q.mu.reqSeq
+	} else {
+		q.mu.reqCovered = 0
+	}
+	if mark > q.mu.deliveredMark && len(q.mu.consumers) == 0 && !final {
+		// Write again once unused, to bring the reservation back.
+		q.mu.dirty = true
+		q.b.persist.add(q)
+	}
+	out = q.appendAckStateLocked(dst, mark, ahead)
+	return out, mark, cover
+}
+
+// landedLocked raises the queue's bounds to what a flush wrote.
+// REQUIRES: q.mu held.
+func (q *Queue) landedLocked(mark, cover uint64) {
+	q.mu.markSafe = mark
+	q.mu.reqCovered = max(q.mu.reqCovered, cover)
+}
+
+// markStrideLocked is how far ahead of the delivered mark a queue in use
+// reserves: twice what it delivered per persistInterval lately.
+// REQUIRES: q.mu held.
+func (q *Queue) markStrideLocked(now time.Time) uint64 {
+	n := float64(q.mu.deliveredMark - q.mu.markAtFlush)
+	el := max(now.Sub(q.mu.flushAt), time.Millisecond)
+	s := 2 * n * float64(persistInterval) / float64(el)
+	switch {
+	case math.IsNaN(s) || s < minMarkStride:
+		return minMarkStride
+	case s > maxMarkStride:
+		return maxMarkStride
+	}
+	return uint64(s)
+}
+
+// mayDeliverLocked reports whether the ready message at the head (id,
+// requeued or not, with the requeue seq of its entry) may be delivered
+// now. When it may not, it asks the persister to write the queue's state
+// and notes the wait: the persister kicks the queue when done.
+// REQUIRES: q.mu held.
+func (q *Queue) mayDeliverLocked(id uint64, req bool, seq uint64) bool {
+	switch {
+	case !q.def.Durable:
+		return true
+	case !req && id < q.mu.markSafe:
+		return true
+	case req && (!q.Quorum() || seq < q.mu.reqCovered):
+		return true
+	}
+	q.mu.markWanted = true
+	q.markDirtyLocked()
+	q.b.persist.hurry()
+	return false
+}
+
+// renewLocked asks for an early write when deliveries come within half
+// a stride of the reservation on disk.
+// REQUIRES: q.mu held; q durable.
+func (q *Queue) renewLocked() {
+	if !q.mu.renewAsked && q.mu.deliveredMark+q.mu.stride/2 >= q.mu.markSafe {
+		q.mu.renewAsked = true
+		q.markDirtyLocked()
+		q.b.persist.hurry()
+	}
+}
+
+// appendCountsLocked appends a quorum queue's delivery counts
+// (appendCounts): every unsettled message delivered twice or more, and
+// every requeued one, with one delivery more when ahead. A message
+// without an entry below the mark may have been delivered once.
+// REQUIRES: q.mu held.
+func (q *Queue) appendCountsLocked(dst []byte, ahead bool) []byte {
+	var cs []idCount
+	if q.mu.unackedMulti > 0 {
+		for id, u := range q.mu.unacked {
+			if u.count >= 2 {
+				cs = append(cs, idCount{id, u.count})
+			}
+		}
+	}
+	for p := range q.mu.levels {
+		for _, e := range q.mu.levels[p].req.entries() {
+			n := e.count
+			if ahead {
+				n++
+			}
+			if n >= 2 {
+				cs = append(cs, idCount{e.id, n})
+			}
+		}
+	}
+	slices.SortFunc(cs, func(a, b idCount) int { return cmp.Compare(a.id, b.id) })
+	return appendCounts(dst, cs)
+}
