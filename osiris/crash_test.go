@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/segment"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // Crash tests. TestCrashKill9 kills a writing child process with SIGKILL at
@@ -468,11 +470,7 @@ func TestCrashKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
+	seed := testutil.Seed(t, crashSeedEnv)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	const iterations = 5
 	for it := range iterations {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // A SIGKILL test of classic and quorum queues. TestQueueCrashKill9 runs
@@ -578,7 +580,7 @@ func (st *qcState) runChild(dir string, childSeed uint64, delay time.Duration, e
 	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), qcDirEnv+"="+dir, qcChildSeedEnv+"="+strconv.FormatUint(childSeed, 10),
 		qcRunEnv+"="+strconv.Itoa(st.run))
-	var stderr lockedBuffer
+	var stderr testutil.LockedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -661,24 +663,6 @@ read:
 	}
 }
 
-// lockedBuffer is a log destination shared by goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // qcGot is a message drained from a queue by the parent.
 type qcGot struct {
 	tag         uint64
@@ -695,7 +679,7 @@ type qcGot struct {
 func (st *qcState) verify(dir string, rng *rand.Rand) (present, acked int, logs string) {
 	t := st.t
 	t.Helper()
-	var log lockedBuffer
+	var log testutil.LockedBuffer
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	b, err := Open(dir, opts)
 	if err != nil {
@@ -838,11 +822,7 @@ func TestQueueCrashKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(qcSeedEnv); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (rerun with %s=%d)", seed, qcSeedEnv, seed)
+	seed := testutil.Seed(t, qcSeedEnv)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dirs, rounds := 2, 4
 	if raceEnabled {

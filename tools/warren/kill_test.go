@@ -17,6 +17,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // A SIGKILL test of the daemon as users run it, with amqp091-go: the
@@ -208,12 +210,12 @@ func (k *killState) deliveredLocked(qi int, d *amqp091.Delivery) *killMsg {
 func killBody(id string) string { return "body of " + id }
 
 // startChild starts the broker on dir and returns it and its address.
-func (k *killState) startChild(dir string) (*exec.Cmd, string, *lockedBuf) {
+func (k *killState) startChild(dir string) (*exec.Cmd, string, *testutil.LockedBuffer) {
 	t := k.t
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), killDirEnv+"="+dir)
-	stderr := &lockedBuf{}
+	stderr := &testutil.LockedBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -256,23 +258,6 @@ func (k *killState) startChild(dir string) (*exec.Cmd, string, *lockedBuf) {
 		t.Fatalf("broker not ready after 30 s\nstderr:\n%s", stderr.String())
 	}
 	return nil, "", nil
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func declareKillQueues(ch *amqp091.Channel) ([]amqp091.Queue, error) {
@@ -522,15 +507,12 @@ func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
+	seed := testutil.Seed(t, killSeedEnv)
 	trials := 3
 	if s := os.Getenv(killTrialsEnv); s != "" {
 		trials, _ = strconv.Atoi(s)
 	}
-	t.Logf("seed %d (rerun with %s=%d), %d kills", seed, killSeedEnv, seed, trials)
+	t.Logf("%d kills", trials)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	k := &killState{t: t, seed: seed, msgs: map[string]*killMsg{}}
