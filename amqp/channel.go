@@ -89,8 +89,12 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 		case *wire.ChannelCloseOk:
 			ch.c.channelClosed(ch.id)
 		case *wire.ChannelClose:
+			// Crossing closes: the client closed the channel while our
+			// close was on its way. Answer it, and go on waiting for
+			// the close-ok that answers ours (RabbitMQ's closing state):
+			// forgetting the channel now would make that close-ok a
+			// frame on an unopened channel.
 			ch.c.send(ch.id, &wire.ChannelCloseOk{})
-			ch.c.channelClosed(ch.id)
 		}
 		return nil
 	}
@@ -104,9 +108,15 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 		if derr != nil {
 			return decodeError(derr)
 		}
-		err = ch.handleMethod(m)
-		if e, ok := err.(*amqpError); ok {
-			e.withMethod(m)
+		if err = ch.handleMethod(m); err != nil {
+			// The close names the method that failed, whatever failed
+			// in it (a model refusal too): clients match it to the
+			// call they are waiting on.
+			e, ok := err.(*amqpError)
+			if !ok {
+				e = fromModel(err)
+			}
+			err = e.withMethod(m)
 		}
 	case wire.FrameHeader:
 		err = ch.handleHeader(f.Payload)

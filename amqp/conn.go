@@ -49,6 +49,7 @@ type conn struct {
 	fr       *wire.FrameReader
 	channels map[uint16]*channel
 	closing  bool // we sent connection.close and wait for close-ok
+	shutDown bool // a close handshake completed: linger before closing the socket
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -96,7 +97,35 @@ func (c *conn) Serve() {
 	case <-c.writerDone:
 	case <-time.After(5 * time.Second):
 	}
+	if c.shutDown {
+		c.linger()
+	}
 	c.nc.Close()
+}
+
+// linger, after a close handshake, ends the server's side of the socket
+// and reads and drops whatever the client still sends until it closes
+// its side or closeWait passes, as RabbitMQ does. Closing with the
+// client's frames still arriving would reset the connection: a client
+// that wrote frames after its connection.close (amqplib flushes its
+// channels' frames separately) would get EPIPE or ECONNRESET instead of
+// a clean close.
+func (c *conn) linger() {
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.closeWait()))
+	io.Copy(io.Discard, c.nc)
+}
+
+// closeWait bounds how long the server waits for the client's side of a
+// close: the heartbeat timeout, at most 30 s.
+func (c *conn) closeWait() time.Duration {
+	wait := 30 * time.Second
+	if hb := time.Duration(c.heartbeat.Load()); hb > 0 && hb < wait {
+		wait = hb
+	}
+	return wait
 }
 
 // Shutdown is Server.Close: tell the client and stop.
@@ -169,11 +198,7 @@ func (c *conn) hardClose(e *amqpError) error {
 	c.out.frames(func(b []byte) []byte {
 		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, FailingClassID: e.ClassID, FailingMethodID: e.MethodID})
 	})
-	wait := 30 * time.Second
-	if hb := time.Duration(c.heartbeat.Load()); hb > 0 && hb < wait {
-		wait = hb
-	}
-	c.nc.SetReadDeadline(time.Now().Add(wait))
+	c.nc.SetReadDeadline(time.Now().Add(c.closeWait()))
 	for {
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
@@ -188,9 +213,11 @@ func (c *conn) hardClose(e *amqpError) error {
 		}
 		switch m.(type) {
 		case *wire.ConnectionCloseOk:
+			c.shutDown = true
 			return errClosed
 		case *wire.ConnectionClose:
 			c.send(0, &wire.ConnectionCloseOk{})
+			c.shutDown = true
 			return errClosed
 		}
 	}
@@ -381,8 +408,13 @@ func parseResponse(mechanism, response string) (user, pass string, err *amqpErro
 // dispatch handles one frame of an open connection.
 func (c *conn) dispatch(f wire.Frame) error {
 	if f.Type == wire.FrameHeartbeat {
-		if f.Channel != 0 {
-			return newError(wire.UnexpectedFrame, "heartbeat frame on channel %d", f.Channel)
+		switch {
+		case len(f.Payload) > 0:
+			// rabbit_command_assembler:analyze_frame knows no heartbeat
+			// with a payload.
+			return newError(wire.FrameError, "type %d, %s: unknown_frame", f.Type, octets(f.Payload))
+		case f.Channel != 0:
+			return newError(wire.UnexpectedFrame, "type %d, %s", f.Type, octets(f.Payload))
 		}
 		return nil
 	}
@@ -439,8 +471,7 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 		// before close-ok.
 		c.broker.OwnerClosed(c)
 		c.send(0, &wire.ConnectionCloseOk{})
-		return errClosed
-	case *wire.ConnectionCloseOk:
+		c.shutDown = true
 		return errClosed
 	case *wire.ConnectionUpdateSecret:
 		c.send(0, &wire.ConnectionUpdateSecretOk{})

@@ -2,6 +2,8 @@ package amqp
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/queues"
@@ -54,4 +56,40 @@ func (e *amqpError) withMethod(m wire.Method) *amqpError {
 		e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
 	}
 	return e
+}
+
+// octets renders a frame payload as RabbitMQ's frame errors do: "all
+// octets = <<...>>", or "first 16 octets = <<...>>" for a longer one, in
+// Erlang's binary notation.
+func octets(b []byte) string {
+	which := "all"
+	if len(b) > 16 {
+		which, b = "first 16", b[:16]
+	}
+	return which + " octets = " + erlBinary(b)
+}
+
+// erlBinary renders b as Erlang's ~p prints a binary: <<"text">> when
+// every byte is printable ASCII, <<1,2,3>> otherwise.
+func erlBinary(b []byte) string {
+	printable := len(b) > 0
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			printable = false
+			break
+		}
+	}
+	if printable {
+		return `<<"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(string(b)) + `">>`
+	}
+	var sb strings.Builder
+	sb.WriteString("<<")
+	for i, c := range b {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(int(c)))
+	}
+	sb.WriteString(">>")
+	return sb.String()
 }
