@@ -54,6 +54,11 @@ type channel struct {
 		unacked   []pendingAck // ascending delivery tags
 		consumers map[string]*consumer
 		reply     *replyConsumer // amq.rabbitmq.reply-to consumer (reply_to.go)
+		// While this channel's queue.delete runs, the basic.cancel of its
+		// own consumers of that queue wait here, to go after
+		// queue.delete-ok (notifyCancelledLocked).
+		deferCancels bool
+		cancelled    []string
 	}
 }
 

@@ -115,10 +115,24 @@ func (cs *consumer) Cancelled(q *queues.Queue, tag string) {
 		return
 	}
 	delete(ch.mu.consumers, cs.tag)
-	closed := ch.mu.closed
+	ch.notifyCancelledLocked(cs.tag)
 	ch.mu.Unlock()
-	if !closed && ch.c.cancelNotify {
-		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: cs.tag, NoWait: true})
+}
+
+// notifyCancelledLocked tells the client that the server cancelled its
+// consumer tag (basic.cancel, to clients that understand it), after the
+// queue.delete-ok when the channel is deleting the queue itself: as in
+// RabbitMQ, whose channel handles the queue's cancel notice after the
+// delete it is running, a client sees its delete answered first (amqplib
+// fails a pending call when it closes the channel on the cancel).
+// REQUIRES: ch.mu held.
+func (ch *channel) notifyCancelledLocked(tag string) {
+	switch {
+	case ch.mu.closed || !ch.c.cancelNotify:
+	case ch.mu.deferCancels:
+		ch.mu.cancelled = append(ch.mu.cancelled, tag)
+	default:
+		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: tag, NoWait: true})
 	}
 }
 

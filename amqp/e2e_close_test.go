@@ -19,9 +19,7 @@ func TestCloseHandshakeDrainsLateFrames(t *testing.T) {
 	c := rawDial(t, tb.addr)
 	c.open(0)
 	c.send(1, &wire.ChannelOpen{})
-	if _, m := c.method(); m.MethodName() != "channel.open-ok" {
-		t.Fatalf("got %s", m.MethodName())
-	}
+	c.expect(1, "channel.open-ok")
 	// The close, then a megabyte of publishes the server reads after it.
 	b := wire.AppendMethodFrame(nil, 0, &wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
 	body := bytes.Repeat([]byte("x"), 16<<10)
@@ -31,9 +29,7 @@ func TestCloseHandshakeDrainsLateFrames(t *testing.T) {
 		b = wire.AppendBodyFrames(b, 1, body, 128<<10)
 	}
 	c.write(b)
-	if ch, m := c.method(); ch != 0 || m.MethodName() != "connection.close-ok" {
-		t.Fatalf("got %s on channel %d, want connection.close-ok", m.MethodName(), ch)
-	}
+	c.expect(0, "connection.close-ok")
 	c.write(b[:64<<10]) // still writing: the server must not reset
 	buf := make([]byte, 4096)
 	for {
@@ -72,9 +68,7 @@ func TestChannelCloseNamesFailingMethod(t *testing.T) {
 	} {
 		ch := uint16(i + 1)
 		c.send(ch, &wire.ChannelOpen{})
-		if _, m := c.method(); m.MethodName() != "channel.open-ok" {
-			t.Fatalf("got %s", m.MethodName())
-		}
+		c.expect(ch, "channel.open-ok")
 		c.send(ch, tc.m)
 		gotCh, m := c.method()
 		if tc.code == 0 {
@@ -105,9 +99,7 @@ func TestCrossingChannelClose(t *testing.T) {
 	c.open(0)
 	for ch := uint16(1); ch <= 2; ch++ {
 		c.send(ch, &wire.ChannelOpen{})
-		if _, m := c.method(); m.MethodName() != "channel.open-ok" {
-			t.Fatalf("got %s", m.MethodName())
-		}
+		c.expect(ch, "channel.open-ok")
 	}
 	// A publish to a missing exchange and the client's own close, at once.
 	b := wire.AppendMethodFrame(nil, 1, &wire.BasicPublish{Exchange: "nonexisting-exchange"})
@@ -115,18 +107,12 @@ func TestCrossingChannelClose(t *testing.T) {
 	b = wire.AppendMethodFrame(b, 1, &wire.ChannelClose{ReplyCode: 200, ReplyText: "client"})
 	c.write(b)
 	c.expectClose(1, 404, "NOT_FOUND - no exchange 'nonexisting-exchange' in vhost '/'")
-	if ch, m := c.method(); ch != 1 || m.MethodName() != "channel.close-ok" {
-		t.Fatalf("got %s on channel %d, want channel.close-ok on 1", m.MethodName(), ch)
-	}
+	c.expect(1, "channel.close-ok")
 	c.send(1, &wire.ChannelCloseOk{}) // answers the server's close
 	c.send(2, &wire.ExchangeDeclare{Exchange: "still-here", Type: "direct", AutoDelete: true})
-	if ch, m := c.method(); ch != 2 || m.MethodName() != "exchange.declare-ok" {
-		t.Fatalf("got %s on channel %d, want exchange.declare-ok on 2", m.MethodName(), ch)
-	}
+	c.expect(2, "exchange.declare-ok")
 	c.send(1, &wire.ChannelOpen{})
-	if ch, m := c.method(); ch != 1 || m.MethodName() != "channel.open-ok" {
-		t.Fatalf("got %s on channel %d, want channel.open-ok on 1", m.MethodName(), ch)
-	}
+	c.expect(1, "channel.open-ok")
 }
 
 // Ensure frames RabbitMQ refuses get its connection errors: a heartbeat
@@ -153,14 +139,30 @@ func TestConnectionFrameErrors(t *testing.T) {
 			c := rawDial(t, tb.addr)
 			c.open(0)
 			c.write(tc.frame)
-			ch, m := c.method()
-			cl, ok := m.(*wire.ConnectionClose)
-			if !ok || ch != 0 || cl.ReplyCode != tc.code || cl.ReplyText != tc.text ||
-				cl.FailingClassID != tc.class || cl.FailingMethodID != tc.method {
-				t.Fatalf("got %s %+v, want connection.close %d %q naming %d/%d", m.MethodName(), m, tc.code, tc.text, tc.class, tc.method)
-			}
+			c.expectConnClose(tc.code, tc.text, tc.class, tc.method)
 			c.send(0, &wire.ConnectionCloseOk{})
 			c.expectEOF()
 		})
+	}
+}
+
+// Ensure a channel deleting a queue its own consumer reads hears
+// queue.delete-ok before that consumer's basic.cancel, as from RabbitMQ
+// (amqplib's "cancelled consumer" test closes the channel on the cancel
+// and fails the delete still waiting for its reply otherwise).
+func TestQueueDeleteOkBeforeOwnCancel(t *testing.T) {
+	tb := startBroker(t, brokerOpts{})
+	c := rawDial(t, tb.addr)
+	c.openWith(wire.Table{"capabilities": wire.Table{"consumer_cancel_notify": true}})
+	c.send(1, &wire.ChannelOpen{})
+	c.expect(1, "channel.open-ok")
+	c.send(1, &wire.QueueDeclare{Queue: "deleted-under-consumer"})
+	c.expect(1, "queue.declare-ok")
+	c.send(1, &wire.BasicConsume{Queue: "deleted-under-consumer", ConsumerTag: "c1"})
+	c.expect(1, "basic.consume-ok")
+	c.send(1, &wire.QueueDelete{Queue: "deleted-under-consumer"})
+	c.expect(1, "queue.delete-ok")
+	if bc := c.expect(1, "basic.cancel").(*wire.BasicCancel); bc.ConsumerTag != "c1" {
+		t.Fatalf("basic.cancel of %q, want c1", bc.ConsumerTag)
 	}
 }

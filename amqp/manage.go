@@ -143,14 +143,21 @@ func (ch *channel) handleQueueDelete(m *wire.QueueDelete) error {
 	if err := ch.check(queues.PermConfigure, "queue", name); err != nil {
 		return err
 	}
+	ch.mu.Lock()
+	ch.mu.deferCancels = true
+	ch.mu.Unlock()
 	n, err := ch.c.broker.DeleteQueue(ch.c.vhost, name, ch.c, m.IfUnused, m.IfEmpty)
-	if err != nil {
-		return err
-	}
-	if !m.NoWait {
+	if err == nil && !m.NoWait {
 		ch.c.send(ch.id, &wire.QueueDeleteOk{MessageCount: uint32(n)})
 	}
-	return nil
+	ch.mu.Lock()
+	ch.mu.deferCancels = false
+	for _, tag := range ch.mu.cancelled {
+		ch.notifyCancelledLocked(tag)
+	}
+	ch.mu.cancelled = nil
+	ch.mu.Unlock()
+	return err
 }
 
 func (ch *channel) handleExchangeDeclare(m *wire.ExchangeDeclare) error {

@@ -361,11 +361,8 @@ func (sc *streamConsumer) ended(ctx context.Context, err error) {
 		return
 	}
 	delete(ch.mu.consumers, sc.cs.tag)
-	closed := ch.mu.closed
+	ch.notifyCancelledLocked(sc.cs.tag)
 	ch.mu.Unlock()
-	if !closed && ch.c.cancelNotify {
-		ch.c.send(ch.id, &wire.BasicCancel{ConsumerTag: sc.cs.tag, NoWait: true})
-	}
 }
 
 // settleStream gives the credit of settled stream deliveries back to

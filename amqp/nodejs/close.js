@@ -46,6 +46,19 @@ async function main() {
   }
   console.log('channel.close names queue.declare');
 
+  // A consumer whose queue its own channel deletes: the delete is
+  // answered before the cancel, on which the channel closes.
+  const chc = await conn.createChannel();
+  await chc.assertQueue('js-cancelled');
+  await new Promise((resolve, reject) => {
+    chc.consume('js-cancelled', (msg) => {
+      if (msg === null) resolve();
+      else reject(new Error('message not expected'));
+    }).then(() => chc.deleteQueue('js-cancelled'));
+  });
+  await chc.close();
+  console.log('queue deleted under its consumer: delete-ok, then cancel');
+
   // Crossing closes: the server closes ch1 for a publish to a missing
   // exchange while the client closes it too; ch2 carries on.
   const ch1 = await conn.createChannel();
