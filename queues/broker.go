@@ -321,18 +321,43 @@ func ValidStreamName(name string) bool {
 // CreateStream creates a stream with RabbitMQ stream arguments
 // (max-length-bytes, max-age, stream-max-segment-size-bytes,
 // stream-filter-size-bytes; others are ignored). It returns ErrExists if
-// the stream (or a queue of that name) exists and an ErrInvalidArgument
-// error for bad arguments. The stream is a queue destination of the
+// the stream exists with equivalent arguments, and an ErrInvalidArgument
+// error (a 406 *Error) for bad arguments, for a stream that exists with
+// other arguments and for a queue of that name, as RabbitMQ's
+// rabbit_stream_manager answers validation_failed when the existing
+// queue is not equivalent. The stream is a queue destination of the
 // topology (stream_queue.go).
 func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	err := b.createStreamLocked(vhost, name, args)
+	if errors.Is(err, ErrExists) {
+		err = b.existingStreamLocked(vhost, name, args, err)
+	}
 	reg.opMu.Unlock()
 	if err == nil {
 		b.applyStreamPolicy(vhost, name, args)
 	}
 	return err
+}
+
+// existingStreamLocked answers the creation of a stream whose name is
+// taken: exists (err) when the stream's arguments are equivalent, a 406
+// *Error otherwise.
+// REQUIRES: the queue registry's opMu held.
+func (b *Broker) existingStreamLocked(vhost, name string, args map[string]string, exists error) error {
+	res := rs("queue", name, vhost)
+	if q := b.queueReg().get(vhost, name); q != nil {
+		return Errorf(CodePreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received '%s' but current is '%s'", res, QueueStream, q.def.Type)
+	}
+	var sd StreamDef
+	if err := b.cat.get(streamKey(vhost, name), &sd); err != nil {
+		return err
+	}
+	if err := streamArgsEquivalence(res, StreamQueueArgs(sd.Args), StreamQueueArgs(args)); err != nil {
+		return err
+	}
+	return exists
 }
 
 // Stream returns the open stream, or ErrNotFound.

@@ -143,9 +143,11 @@ func TestStreamsCatalog(t *testing.T) {
 	if err := b.CreateStream("/", "s1", map[string]string{"max-age": "7D", "stream-filter-size-bytes": "32"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CreateStream("/", "s1", nil); !errors.Is(err, ErrExists) {
+	if err := b.CreateStream("/", "s1", map[string]string{"stream-filter-size-bytes": "32", "max-age": "7D"}); !errors.Is(err, ErrExists) {
 		t.Fatalf("create twice: %v", err)
 	}
+	wantQErr(t, b.CreateStream("/", "s1", nil), CodePreconditionFailed,
+		"PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's1' in vhost '/': received none but current is the value '7D' of type 'longstr'")
 	for _, bad := range []map[string]string{
 		{"max-age": "abc"}, {"max-age": "0D"}, {"max-length-bytes": "-1"},
 		{"stream-filter-size-bytes": "15"}, {"stream-max-segment-size-bytes": "4000000000"},

@@ -152,10 +152,16 @@ func (b *Broker) checkStreamEquivalence(o DeclareOptions, def QueueDef) error {
 	if err := b.cat.get(streamKey(def.VHost, def.Name), &sd); err != nil {
 		return err
 	}
-	cur := StreamQueueArgs(sd.Args)
+	return streamArgsEquivalence(res, StreamQueueArgs(sd.Args), def.Args)
+}
+
+// streamArgsEquivalence compares the arguments of a redeclare (next)
+// with those of the existing stream (cur), as AMQP queue arguments, in
+// RabbitMQ's order, with its texts; res names the queue.
+func streamArgsEquivalence(res string, cur, next map[string]any) error {
 	for _, k := range streamEquivalenceArgs {
 		old, hadOld := cur[k]
-		nv, hasNew := def.Args[k]
+		nv, hasNew := next[k]
 		if k == "x-queue-type" && !hasNew {
 			nv, hasNew = QueueClassic, true
 		}

@@ -35,13 +35,12 @@ func TestStreamAsQueue(t *testing.T) {
 		t.Fatalf("passive: %v", err)
 	}
 	// One name space.
-	if err := b.CreateStream("/", "s", nil); !errors.Is(err, ErrExists) {
+	if err := b.CreateStream("/", "s", map[string]string{"max-age": "1D", "max-length-bytes": "5000"}); !errors.Is(err, ErrExists) {
 		t.Fatalf("CreateStream of a stream's name: %v", err)
 	}
 	declareQ(t, b, "classic", true)
-	if err := b.CreateStream("/", "classic", nil); !errors.Is(err, ErrExists) {
-		t.Fatalf("CreateStream of a queue's name: %v", err)
-	}
+	wantQErr(t, b.CreateStream("/", "classic", nil), CodePreconditionFailed,
+		"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'classic' in vhost '/': received 'stream' but current is 'classic'")
 	// Routing: the default exchange and a binding.
 	must(t, b.DeclareExchange(ExchangeDef{VHost: "/", Name: "x", Type: ExchangeDirect, Durable: true}))
 	must(t, b.Bind(BindingDef{VHost: "/", Source: "x", DestKind: DestQueue, Dest: "s", Key: "k"}))

@@ -53,10 +53,13 @@ func TestE2EDeclareRedeclareDelete(t *testing.T) {
 	p := e2eNewProducer(t, env, "s", nil)
 	p.send(t, seq("old", 0, 10), nil)
 
-	// Redeclaring, with the same or other arguments, keeps the stream,
-	// its configuration and its data.
+	// Redeclaring with the same arguments keeps the stream, its
+	// configuration and its data; other arguments are refused
+	// (PRECONDITION_FAILED), as RabbitMQ refuses an inequivalent queue.
 	e2eDeclare(t, env, "s", nil)
-	e2eDeclare(t, env, "s", stream.NewStreamOptions().SetMaxLengthBytes(stream.ByteCapacity{}.MB(1)))
+	if err := env.DeclareStream("s", stream.NewStreamOptions().SetMaxLengthBytes(stream.ByteCapacity{}.MB(1))); !errors.Is(err, stream.PreconditionFailed) {
+		t.Fatalf("redeclare with other arguments: %v, want %v", err, stream.PreconditionFailed)
+	}
 	now, err := tb.broker.Stream("/", "s")
 	if err != nil || now != orig {
 		t.Fatalf("after redeclare the stream is %p (%v), want the original %p", now, err, orig)

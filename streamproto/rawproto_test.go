@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/queues"
 )
 
 // rawTimeout bounds every read and write of the raw client.
@@ -897,8 +899,11 @@ func TestRawQueryOffset(t *testing.T) {
 	}
 }
 
-// Ensure Create refuses invalid arguments and names with 0x11 and an
-// existing stream with 0x05, and Delete of a missing stream gets 0x02.
+// Ensure Create refuses invalid arguments and names with 0x11, an
+// existing stream with 0x05 when its arguments are equivalent and 0x11
+// when they are not, a queue's name with 0x11 (RabbitMQ's
+// validation_failed for an inequivalent existing queue), and Delete of a
+// missing stream gets 0x02.
 func TestRawCreateDeleteErrors(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
@@ -909,7 +914,14 @@ func TestRawCreateDeleteErrors(t *testing.T) {
 	c.create("amq.x", CodePreconditionFailed)
 	c.create("", CodePreconditionFailed)
 	c.create("c1", CodeOK, "max-age", "1h", "stream-filter-size-bytes", "32")
-	c.create("c1", CodeStreamAlreadyExists)
+	c.create("c1", CodeStreamAlreadyExists, "stream-filter-size-bytes", "32", "max-age", "1h")
+	c.create("c1", CodePreconditionFailed)
+	c.create("c1", CodePreconditionFailed, "max-age", "2h", "stream-filter-size-bytes", "32")
+	c.create("c1", CodePreconditionFailed, "max-age", "1h", "stream-filter-size-bytes", "32", "max-length-bytes", "1000")
+	if _, _, _, err := tb.broker.DeclareQueue(queues.DeclareOptions{Def: queues.QueueDef{VHost: "/", Name: "classic", Durable: true}}); err != nil {
+		t.Fatal(err)
+	}
+	c.create("classic", CodePreconditionFailed)
 	c.expectCode(KeyDelete, rawBuf(nil).str("missing"), CodeStreamDoesNotExist)
 	c.expectCode(KeyDelete, rawBuf(nil).str("c1"), CodeOK)
 	c.expectCode(KeyDelete, rawBuf(nil).str("c1"), CodeStreamDoesNotExist)
