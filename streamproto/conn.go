@@ -43,6 +43,7 @@ type conn struct {
 	mechanism     string
 	deliverV2     bool
 	closing       bool // we sent Close and wait for its response
+	closed        bool // a Close was exchanged: linger before closing the socket
 	// pending is the Publish frame being dispatched; handlePublish takes
 	// it when it submits the batch, else it goes back to pubFrames.
 	pending *pubFrame
@@ -142,8 +143,28 @@ func (c *conn) teardown() {
 	case <-time.After(5 * time.Second):
 	}
 	c.cancel()
+	if c.closed || c.closing {
+		c.linger()
+	}
 	c.nc.Close()
 	<-c.writerDone
+}
+
+// linger, after a Close exchange, ends the server's side of the socket
+// and reads and drops what the client still sends until it closes its
+// side or the heartbeat timeout (at most 30 s) passes: closing with the
+// client's frames still arriving would reset the connection, and the
+// client would see an error instead of a clean close.
+func (c *conn) linger() {
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+	}
+	wait := 30 * time.Second
+	if hb := time.Duration(c.heartbeat.Load()); hb > 0 && 2*hb < wait {
+		wait = 2 * hb
+	}
+	c.nc.SetReadDeadline(time.Now().Add(wait))
+	io.Copy(io.Discard, c.nc)
 }
 
 // readLoop reads and dispatches frames until the connection ends.
@@ -216,6 +237,16 @@ func (c *conn) dispatch(body []byte) error {
 	key := Key(binary.BigEndian.Uint16(body))
 	version := binary.BigEndian.Uint16(body[2:])
 	r := reader{b: body[4:]}
+	if !readsVersion(key, version) {
+		// RabbitMQ's parser knows each command in its versions only:
+		// another is an unknown frame (a future layout misread as
+		// version 1 would be worse).
+		if c.state != stateOpen {
+			return fmt.Errorf("frame 0x%04x version %d before the connection is open: %w", uint16(key), version, errCloseConn)
+		}
+		c.closeWith(CodeUnknownFrame, "unknown frame")
+		return errCloseConn
+	}
 	if c.state != stateOpen {
 		return c.dispatchHandshake(key, &r)
 	}
@@ -268,9 +299,11 @@ func (c *conn) dispatch(body []byte) error {
 		r.string()
 		if r.err == nil {
 			c.respond(KeyClose, corr, CodeOK)
+			c.closed = true
 		}
 		return errCloseConn
 	case KeyClose | responseBit:
+		c.closed = true
 		return errCloseConn
 	default:
 		c.closeWith(CodeUnknownFrame, "unknown frame")

@@ -96,6 +96,24 @@ const (
 	ServerVersion = "4.2.0"
 )
 
+// readsVersion reports whether the server reads a frame of key in that
+// version: the client commands in the versions ExchangeCommandVersions
+// announces, the handshake commands and the responses a client sends in
+// version 1.
+func readsVersion(key Key, version uint16) bool {
+	switch key {
+	case KeyPeerProperties, KeySaslHandshake, KeySaslAuthenticate, KeyTune, KeyTune | responseBit, KeyOpen,
+		KeyClose | responseBit, KeyConsumerUpdate | responseBit:
+		return version == 1
+	}
+	for _, v := range serverCommandVersions {
+		if Key(v[0]) == key {
+			return version >= v[1] && version <= v[2]
+		}
+	}
+	return true // not a command the server reads: refused as unknown by key
+}
+
 // serverCommandVersions is what ExchangeCommandVersions answers: key, min, max.
 var serverCommandVersions = [][3]uint16{
 	{uint16(KeyDeclarePublisher), 1, 1},

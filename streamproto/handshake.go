@@ -41,6 +41,7 @@ func (c *conn) dispatchHandshake(key Key, r *reader) error {
 		corr := r.u32()
 		if r.err == nil {
 			c.respond(KeyClose, corr, CodeOK)
+			c.closed = true
 		}
 		return errCloseConn
 	default:

@@ -1373,3 +1373,81 @@ func TestRawHeartbeat(t *testing.T) {
 		t.Errorf("closed after %v of silence, want at least the heartbeat interval", waited)
 	}
 }
+
+// Ensure a command in a version the server does not read is an unknown
+// frame (Close 0x0d after Open; the connection dropped before), as
+// RabbitMQ's parser knows each command in its versions only, rather than
+// a future layout misread as version 1.
+func TestRawUnsupportedVersions(t *testing.T) {
+	t.Parallel()
+	tb := startBroker(t, brokerOpts{})
+	for _, tc := range []struct {
+		key     Key
+		version uint16
+		body    rawBuf
+	}{
+		{KeyCreate, 2, rawBuf(nil).u32(1).str("v2").u32(0)},
+		{KeySubscribe, 2, rawBuf(nil).u32(1).u8(1).str("v2").u16(offsetTypeFirst).u16(1)},
+		{KeyPublish, 3, rawBuf(nil).u8(1).u32(0)},
+		{KeyPublish, 0, rawBuf(nil).u8(1).u32(0)},
+		{KeyCredit, 2, rawBuf(nil).u8(1).u16(1)},
+		{KeyMetadata, 0, rawBuf(nil).u32(1).u32(0)},
+		{KeyHeartbeat, 2, nil},
+		{KeyClose, 2, rawBuf(nil).u32(1).u16(uint16(CodeOK)).str("bye")},
+	} {
+		t.Run(fmt.Sprintf("0x%04x v%d", uint16(tc.key), tc.version), func(t *testing.T) {
+			c := rawOpen(t, tb, 0)
+			c.write(rawFrame(tc.key, tc.version, tc.body))
+			c.expectServerClose(CodeUnknownFrame)
+		})
+	}
+	t.Run("PeerProperties v2 before open", func(t *testing.T) {
+		c := rawDial(t, tb.addr)
+		c.write(rawFrame(KeyPeerProperties, 2, rawBuf(nil).u32(1).u32(0)))
+		c.expectClosed()
+	})
+	// Version 2 of Publish is read (filter values), and the stream was
+	// not created by the refused Create.
+	c := rawOpen(t, tb, 0)
+	c.expectCode(KeyStreamStats, rawBuf(nil).str("v2"), CodeStreamDoesNotExist)
+}
+
+// Ensure negative string and bytes lengths other than -1 are malformed:
+// Close 0x0d after Open, the connection dropped before.
+func TestRawNegativeLengths(t *testing.T) {
+	t.Parallel()
+	tb := startBroker(t, brokerOpts{})
+	c := rawOpen(t, tb, 0)
+	c.write(rawFrame(KeyCreate, 1, rawBuf(nil).u32(1).u16(0xfffe).raw('a', 'b')))
+	c.expectServerClose(CodeUnknownFrame)
+
+	c = rawDial(t, tb.addr)
+	c.peerProperties()
+	c.expectCode(KeySaslHandshake, nil, CodeOK)
+	c.write(rawFrame(KeySaslAuthenticate, 1, rawBuf(nil).u32(9).str("PLAIN").u32(0xfffffffb)))
+	c.expectClosed()
+}
+
+// Ensure that after a client's Close the server reads what the client
+// still had in flight and ends with a clean EOF rather than a reset.
+func TestRawCloseDrainsLateFrames(t *testing.T) {
+	t.Parallel()
+	tb := startBroker(t, brokerOpts{})
+	c := rawOpen(t, tb, 0)
+	c.corr++
+	b := rawFrame(KeyClose, 1, rawBuf(nil).u32(c.corr).u16(uint16(CodeOK)).str("bye"))
+	pub := rawFrame(KeyPublish, 1, rawBuf(nil).u8(1).u32(1).u64(1).simpleEntry(strings.Repeat("x", 16<<10)))
+	for len(b) < 1<<20 {
+		b = append(b, pub...)
+	}
+	c.write(b)
+	if code, _ := c.response(KeyClose, c.corr); code != CodeOK {
+		t.Fatalf("Close response code 0x%02x", uint16(code))
+	}
+	c.write(b[:64<<10]) // still writing: the server must not reset
+	c.nc.SetReadDeadline(time.Now().Add(rawTimeout))
+	n, err := c.nc.Read(make([]byte, 4096))
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("after the Close response: %d bytes, %v; want a clean EOF", n, err)
+	}
+}

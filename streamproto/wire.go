@@ -71,7 +71,11 @@ func (r *reader) stringBytes() ([]byte, bool) {
 	if r.err != nil {
 		return nil, false
 	}
+	if n == -1 {
+		return nil, false
+	}
 	if n < 0 {
+		r.fail("string length")
 		return nil, false
 	}
 	if int(n) > len(r.b) {
@@ -91,7 +95,11 @@ func (r *reader) string() string {
 // bytes reads an i32-length byte field without copying (nil for -1).
 func (r *reader) bytes() []byte {
 	n := int32(r.u32())
-	if r.err != nil || n < 0 {
+	if r.err != nil || n == -1 {
+		return nil
+	}
+	if n < 0 {
+		r.fail("bytes length")
 		return nil
 	}
 	if int64(n) > int64(len(r.b)) {

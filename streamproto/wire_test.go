@@ -191,15 +191,16 @@ func TestWireReaderBounds(t *testing.T) {
 		{"string max length", []byte{0x7f, 0xff, 'a'}, readStringLen, 0, true, 0},
 		{"string exact", []byte{0x00, 0x02, 'a', 'b'}, readStringLen, 2, false, 0},
 		{"string null", []byte{0xff, 0xff, 'a'}, readStringLen, 0, false, 1},
-		// RabbitMQ only defines -1; other negative lengths read as null
-		// here and must not slice backwards.
-		{"string -2", []byte{0xff, 0xfe, 'a'}, readStringLen, 0, false, 1},
-		{"string min", []byte{0x80, 0x00, 'a'}, readStringLen, 0, false, 1},
+		// RabbitMQ only defines -1; other negative lengths are malformed
+		// (its parser does not match them: an unknown frame, 0x0d).
+		{"string -2", []byte{0xff, 0xfe, 'a'}, readStringLen, 0, true, 0},
+		{"string min", []byte{0x80, 0x00, 'a'}, readStringLen, 0, true, 0},
 		{"bytes past end", []byte{0x00, 0x00, 0x00, 0x05, 1, 2, 3, 4}, readBytesLen, 0, true, 0},
 		{"bytes max length", []byte{0x7f, 0xff, 0xff, 0xff, 1}, readBytesLen, 0, true, 0},
 		{"bytes exact", []byte{0x00, 0x00, 0x00, 0x01, 9}, readBytesLen, 1, false, 0},
 		{"bytes null", []byte{0xff, 0xff, 0xff, 0xff, 9}, readBytesLen, 0, false, 1},
-		{"bytes min", []byte{0x80, 0x00, 0x00, 0x00, 9}, readBytesLen, 0, false, 1},
+		{"bytes -2", []byte{0xff, 0xff, 0xff, 0xfe, 9}, readBytesLen, 0, true, 0},
+		{"bytes min", []byte{0x80, 0x00, 0x00, 0x00, 9}, readBytesLen, 0, true, 0},
 		{"count negative", []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, readCount4, 0, true, 0},
 		{"count past end", []byte{0x00, 0x00, 0x00, 0x03, 0, 0, 0, 0, 0, 0, 0, 0}, readCount4, 0, true, 0},
 		{"count fits", []byte{0x00, 0x00, 0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, 0}, readCount4, 2, false, 8},
