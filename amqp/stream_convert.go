@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"maps"
 	"math"
@@ -34,7 +35,9 @@ import (
 //	header CC (array)      annotation x-cc (list)                header CC
 //	—                      x-opt-rabbitmq-received-time          header timestamp_in_ms (long)
 //	other headers          application-properties (utf8 keys;    headers (application property keys up to 255 bytes)
-//	                       arrays and tables are left out)
+//	                       simple types)
+//	the headers left out   annotation x-opt-warren-amqp091-      headers, with their 0-9-1 types
+//	  (see below)          headers: binary, a 0-9-1 table
 //	message-id             properties message-id: uuid for       uuid → "urn:uuid:…", ulong → decimal, string ≤ 255 →
 //	                       "urn:uuid:…", else utf8               message-id; binary or longer → header x-message-id
 //	correlation-id         as message-id                         as message-id, header x-correlation-id
@@ -52,14 +55,27 @@ import (
 // Header values convert as mc_amqpl:from_091 and to_091 do: longstr →
 // utf8 when UTF-8 without NUL up to 4096 bytes, else binary; timestamp
 // seconds ↔ timestamp ms; the integer, float and boolean types to their
-// equals; array ↔ list; table ↔ map with symbol keys; binary → longstr on
-// the way back. Where RabbitMQ would crash or write invalid AMQP 1.0
-// (decimal header values; char, uuid, decimal or described values; a
-// non-UTF-8 string where 1.0 needs one; a value too long for a shortstr)
-// the value is left out instead.
+// equals; array ↔ list; table ↔ map with symbol keys. Two differences,
+// both so that what a 0-9-1 client published comes back as it was:
+//
+//   - binary comes back as a byte array ('x'), as RabbitMQ 3.x did, not as
+//     a longstr (RabbitMQ 4.x): amqp091-go hands the consumer the []byte
+//     it published, not a string;
+//   - a header AMQP 1.0 cannot carry where RabbitMQ puts it (an array or
+//     table among the application properties, whose values must be
+//     simple; a decimal, for which RabbitMQ's from_091 has no clause; a
+//     key that is not UTF-8) is kept, with its 0-9-1 type, in the
+//     annotation x-opt-warren-amqp091-headers: an opaque binary to stream
+//     clients (whose decoders may not know AMQP 1.0 decimals), the
+//     headers again for 0-9-1 consumers. RabbitMQ drops them, or fails.
+//
+// Where a value cannot come back (char, uuid, decimal or described AMQP
+// 1.0 values; a non-UTF-8 string where 1.0 needs one; a value too long
+// for a shortstr) it is left out.
 
 const (
 	amqp10Type           = "amqp-1.0" // the type of 0-9-1 messages whose body is AMQP 1.0 sections
+	annotationHeaders091 = "x-opt-warren-amqp091-headers"
 	replyToQueuePrefix   = "/queues/"
 	headerStreamOffset   = "x-stream-offset"
 	headerStreamFilter   = "x-stream-filter-value"
@@ -110,6 +126,13 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 		n++
 	}
 	var filter []byte
+	var kept wire.Table // the headers AMQP 1.0 cannot carry where RabbitMQ puts them
+	keep := func(k string, v any) {
+		if kept == nil {
+			kept = wire.Table{}
+		}
+		kept[k] = v
+	}
 	for _, k := range hkeys {
 		v := p.Headers[k]
 		name := k
@@ -120,13 +143,17 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 			}
 			name = "x-cc"
 		case !strings.HasPrefix(k, "x-") || k == annotationExchange || k == annotationRoutingKey:
+			if !strings.HasPrefix(k, "x-") && !fitsAppProperty(k, v) {
+				keep(k, v)
+			}
 			continue
 		}
 		at := len(dst)
 		dst = amqp10.AppendSymbol(dst, name)
 		var ok bool
-		if dst, ok = appendFrom091(dst, v, 1); !ok {
+		if dst, ok = appendFrom091(dst, v, 1); !ok || !convertsWhole(v, 1) {
 			dst = dst[:at]
+			keep(k, v)
 			continue
 		}
 		n++
@@ -134,6 +161,12 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 			if s, ok := v.(string); ok && len(s) <= maxUTF8ScanLen && isUTF8NoNull(s) {
 				filter = []byte(s)
 			}
+		}
+	}
+	if kept != nil {
+		if t, err := wire.AppendTable(nil, kept); err == nil {
+			dst = amqp10.AppendBinary(amqp10.AppendSymbol(dst, annotationHeaders091), t[4:]) // without the length
+			n++
 		}
 	}
 	dst = c.End(dst, 2*n)
@@ -185,11 +218,7 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 	n = 0 // keys and values
 	for _, k := range hkeys {
 		v := p.Headers[k]
-		if strings.HasPrefix(k, "x-") || !utf8.ValidString(k) {
-			continue
-		}
-		switch v.(type) {
-		case []any, wire.Table:
+		if strings.HasPrefix(k, "x-") || !fitsAppProperty(k, v) {
 			continue
 		}
 		e := len(dst)
@@ -212,6 +241,38 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 		return append(dst, body...), filter, nil
 	}
 	return amqp10.AppendBinary(amqp10.AppendDescriptor(dst, amqp10.DescData), body), filter, nil
+}
+
+// fitsAppProperty reports whether a header goes to the application
+// properties: a UTF-8 key and a simple value appendFrom091 converts.
+func fitsAppProperty(k string, v any) bool {
+	switch v.(type) {
+	case []any, wire.Table, wire.Decimal:
+		return false
+	}
+	return utf8.ValidString(k)
+}
+
+// convertsWhole reports whether appendFrom091 converts v without leaving
+// anything out (a decimal inside an array or a table).
+func convertsWhole(v any, depth int) bool {
+	switch v := v.(type) {
+	case wire.Decimal:
+		return false
+	case []any:
+		for _, e := range v {
+			if !convertsWhole(e, depth+1) {
+				return false
+			}
+		}
+	case wire.Table:
+		for _, e := range v {
+			if !convertsWhole(e, depth+1) {
+				return false
+			}
+		}
+	}
+	return depth <= amqp10.MaxDepth
 }
 
 // validUTF8 returns s, or its bytes with invalid sequences replaced, so
@@ -479,6 +540,16 @@ func convertStreamRecord(rec []byte, offset uint64, queue string, propBuf []byte
 			}
 		case name == "x-opt-deaths":
 			// x-death from AMQP 1.0 dead-lettering: not converted.
+		case name == annotationHeaders091:
+			if b, ok := e.Value.([]byte); ok {
+				t, _, err := wire.ReadTable(append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...))
+				if err != nil {
+					continue // not ours: a stream client may write anything
+				}
+				for _, k := range slices.Sorted(maps.Keys(t)) {
+					add(k, t[k])
+				}
+			}
 		case !strings.HasPrefix(name, "x-") || strings.HasPrefix(name, "x-basic-") ||
 			name == annotationExchange || name == annotationRoutingKey || name == "x-death":
 		default:
@@ -642,7 +713,7 @@ func to091(v any, depth int) (any, bool) {
 	case amqp10.Symbol:
 		return string(x), true
 	case []byte:
-		return string(x), true // binary → longstr
+		return x, true // binary → byte array ('x'), as RabbitMQ 3.x
 	case uint64:
 		if x > math.MaxInt64 {
 			return nil, false

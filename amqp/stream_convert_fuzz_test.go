@@ -13,7 +13,8 @@ import (
 func FuzzStreamDeliver(f *testing.F) {
 	props, _ := wire.AppendProperties(nil, &wire.Properties{
 		Flags: wire.FlagContentType | wire.FlagHeaders | wire.FlagMessageID, ContentType: "t", MessageID: "m",
-		Headers: wire.Table{"k": "v", "x-a": []any{int32(1)}, "CC": []any{"c"}},
+		Headers: wire.Table{"k": "v", "x-a": []any{int32(1)}, "CC": []any{"c"}, "d": wire.Decimal{Scale: 2, Value: 7},
+			"t": wire.Table{"b": []byte{1}}},
 	})
 	rec, _, _ := appendStreamMessage(nil, "ex", "rk", props, []byte("body"))
 	f.Add(rec)
@@ -40,6 +41,9 @@ func FuzzStreamPublish(f *testing.F) {
 		ContentType: "t", CorrelationID: "urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e", Timestamp: 5, ReplyTo: "r q",
 		Headers: wire.Table{"k": "v", "x-stream-filter-value": "f", "t": wire.Table{"n": nil}},
 	})
+	f.Add(props, []byte("body"))
+	props, _ = wire.AppendProperties(nil, &wire.Properties{Flags: wire.FlagHeaders,
+		Headers: wire.Table{"d": wire.Decimal{Scale: 3, Value: 1 << 31}, "x-t": wire.Table{"d": wire.Decimal{}}, "a": []any{[]byte{0}}}})
 	f.Add(props, []byte("body"))
 	f.Fuzz(func(t *testing.T, props, body []byte) {
 		if _, err := wire.ScanProperties(props); err != nil {

@@ -189,7 +189,7 @@ func TestStreamConvertDeliver(t *testing.T) {
 		}
 		want := wire.Table{
 			"x-stream-offset": int64(7), "CC": []any{"c1", "c2"}, "timestamp_in_ms": int64(ts),
-			"x-tbl": wire.Table{"k": int64(3)}, "ts": time.Unix(1_700_000_000, 0).UTC(), "bin": "raw",
+			"x-tbl": wire.Table{"k": int64(3)}, "ts": time.Unix(1_700_000_000, 0).UTC(), "bin": []byte("raw"),
 			"u64": int64(1 << 40), "sym": "s",
 		}
 		if !reflect.DeepEqual(p.Headers, want) {
