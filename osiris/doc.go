@@ -41,8 +41,11 @@
 // reference -> last publishing id) live in the log, in the Osiris formats:
 // in the trailer of the user chunk written with them, in a tracking-delta
 // chunk when there is no user data, and in a tracking-snapshot chunk that
-// starts every segment so retention never loses them. On open the writer
-// replays the snapshot and what follows it in the last segment.
+// starts every segment rolled to while there is tracking, so retention
+// never loses them. As in Osiris, a stream without tracking gets no
+// snapshots: its offsets are its messages'. On open the writer replays
+// the last segment, which starts with a snapshot or began with no
+// tracking (and the one before it, when a crash left the last empty).
 //
 // Trailer and delta records:
 //

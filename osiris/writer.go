@@ -104,18 +104,20 @@ func openWriter(s *Stream) (*writer, error) {
 		return nil, err
 	}
 	if w.active.Count() == 0 && w.active.Base() > 0 {
-		// A crash tore the snapshot that starts every segment but the
-		// first (or came before it): write it again, or retention would
-		// lose the tracking of the older segments.
+		// A crash tore the snapshot that starts a segment rolled to
+		// with tracking (or came before it): write it again, or
+		// retention would lose the tracking of the older segments.
 		t := s.track
 		t.mu.Lock()
 		body := t.appendSnapshotLocked(nil, w.segs[0].base)
 		t.mu.Unlock()
-		w.chunkTs = max(s.opts.Now().UnixMilli(), w.lastTs)
-		w.writeTracking(segment.ChunkTrackingSnapshot, body)
-		if w.flush(); w.werr != nil {
-			w.close()
-			return nil, w.werr
+		if len(body) > 0 {
+			w.chunkTs = max(s.opts.Now().UnixMilli(), w.lastTs)
+			w.writeTracking(segment.ChunkTrackingSnapshot, body)
+			if w.flush(); w.werr != nil {
+				w.close()
+				return nil, w.werr
+			}
 		}
 	}
 	s.lastWritten.Store(w.lastChunk)
@@ -166,21 +168,15 @@ func (w *writer) recoverPosition() error {
 	return nil
 }
 
-// recoverTracking replays tracking from the newest segment that starts
-// with a snapshot through the end of the log.
+// recoverTracking replays the tracking of the last segment. A roll
+// writes a snapshot first in the new segment whenever tracking is not
+// empty, so the last segment either starts with one or began with no
+// tracking at all. Only when it is empty (a crash came before its first
+// chunk was whole) does the segment before it count too.
 func (w *writer) recoverTracking() error {
-	start := 0
-	for i := len(w.segs) - 1; i >= 0; i-- {
-		seg, err := w.segs[i].acquire()
-		if err != nil {
-			return err
-		}
-		first, ok := seg.First()
-		w.segs[i].release()
-		if ok && first.Type == segment.ChunkTrackingSnapshot {
-			start = i
-			break
-		}
+	start := len(w.segs) - 1
+	if w.active.Count() == 0 && start > 0 {
+		start--
 	}
 	t := w.s.track
 	t.mu.Lock()
@@ -539,7 +535,11 @@ func (w *writer) roll(cfg *Config) error {
 	t.mu.Lock()
 	body := t.appendSnapshotLocked(nil, first)
 	t.mu.Unlock()
-	w.writeTracking(segment.ChunkTrackingSnapshot, body)
+	if len(body) > 0 {
+		// As Osiris: a snapshot only when there is tracking, so that a
+		// stream without it has no offsets but its messages'.
+		w.writeTracking(segment.ChunkTrackingSnapshot, body)
+	}
 	return nil
 }
 

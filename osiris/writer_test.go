@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -249,5 +250,74 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := Create(t.TempDir(), c, Options{}); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
+	}
+}
+
+// Ensure a segment starts with a tracking snapshot only when there is
+// tracking, as in Osiris: a stream without any uses one offset per
+// message however many segments it rolls through, and one with tracking
+// keeps it across rolls, retention and a reopen (recovery replays the
+// last segment alone).
+func TestSnapshotOnlyWithTracking(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{MaxSegmentSize: 4096}
+	s := mustCreate(t, dir, cfg, Options{MaxChunkBytes: 512})
+	pad := strings.Repeat("x", 100)
+	for i := range 40 {
+		mustAppend(t, s, "", msgs(fmt.Sprint("a", i, pad), 0, 5)...)
+	}
+	st := s.Stats()
+	if st.NextOffset != 200 || st.Segments < 5 {
+		t.Fatalf("200 messages without tracking: next offset %d in %d segments, want 200 in several", st.NextOffset, st.Segments)
+	}
+	chunkTypes := func() map[segment.ChunkType]int {
+		r, err := s.NewReader(First(), ReaderOptions{AllChunks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		n := map[segment.ChunkType]int{}
+		for {
+			c, ok, err := r.TryNext()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return n
+			}
+			n[c.Header.Type]++
+		}
+	}
+	if n := chunkTypes(); n[segment.ChunkTrackingSnapshot] != 0 || n[segment.ChunkTrackingDelta] != 0 {
+		t.Fatalf("chunk types %v, want user chunks only", n)
+	}
+
+	// With a stored offset and a producer, every later segment starts with
+	// a snapshot.
+	if err := s.StoreOffset("c1", 150); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().Segments
+	for i := range 40 {
+		mustAppend(t, s, "p1", Message{Entry: segment.AppendSimpleEntry(nil, []byte(fmt.Sprint("b", i))), PublishingID: uint64(i + 1)})
+		mustAppend(t, s, "", msgs(fmt.Sprint("b", i, pad), 0, 4)...)
+	}
+	rolled := s.Stats().Segments - before
+	if n := chunkTypes(); rolled < 3 || n[segment.ChunkTrackingSnapshot] != rolled {
+		t.Fatalf("%d rolls with tracking, %d snapshots (chunk types %v)", rolled, n[segment.ChunkTrackingSnapshot], n)
+	}
+	if err := s.SetRetention(8192, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = mustOpen(t, dir, Options{MaxChunkBytes: 512})
+	if o, ok := s.QueryOffset("c1"); !ok || o != 150 {
+		t.Fatalf("after retention and reopen QueryOffset = %d %v, want 150", o, ok)
+	}
+	if seq := s.PublisherSequence("p1"); seq != 40 {
+		t.Fatalf("after reopen publisher sequence %d, want 40", seq)
 	}
 }

@@ -12,9 +12,10 @@ import (
 
 // A classic queue is a view over its private log:
 //
-//   - A message's id is its log offset. Offsets that hold no message (the
-//     tracking chunks osiris writes at the start of each segment) are
-//     settled when the batch around them is stored (batchIDs).
+//   - A message's id is its log offset. Offsets that hold no message
+//     (tracking chunks; a queue's log has none, as it stores no tracking,
+//     but a log may) are settled when the batch around them is stored
+//     (batchIDs).
 //   - tail is the offset after the last message whose append was confirmed
 //     (after fsync for durable queues); nothing at or past it is delivered.
 //   - The ready messages are in levels (classic_ready.go): per priority,
