@@ -13,6 +13,20 @@ import (
 // the middle of a cycle.
 const flushBytes = 8 << 20
 
+// Adaptive chunk sizing, as RabbitMQ's osiris writer batches (its batching
+// server starts at 32 writes a batch, doubles while batches fill, up to
+// 8192, and halves when its mailbox runs dry): a chunk holds at most
+// chunkEntries entries. A chunk that fills doubles the bound; a cycle that
+// brings fewer than a quarter of it halves it (a quarter, not a half, so
+// that steady cycles of about the same size do not make the bound, and
+// the chunks, swing). So a burst on an idle stream forms small chunks
+// first (one credit of a stream consumer, one chunk, is then a small
+// amount), and sustained load forms large ones.
+const (
+	minChunkEntries = 32
+	maxChunkEntries = 8192
+)
+
 // writer owns the active segment and everything that changes the log. All
 // its fields are owned by whoever holds the writer role (see idle.go): the
 // writer goroutine, a caller running a request while the writer is idle,
@@ -33,6 +47,8 @@ type writer struct {
 	buf           []byte           // chunks built and not yet written
 	hdrs          []segment.Header // headers of the chunks in buf
 	b             segment.Builder
+	chunkEntries  int      // the adaptive bound on a chunk's entries (see minChunkEntries)
+	cycleEntries  int      // entries added in this cycle
 	open          bool     // a chunk is being built in b
 	chunkTs       int64    // timestamp of this cycle's chunks
 	trailer       []byte   // trailer scratch
@@ -64,7 +80,7 @@ type sealing struct {
 
 // openWriter recovers the stream's state from its directory.
 func openWriter(s *Stream) (*writer, error) {
-	w := &writer{s: s, lastChunk: -1, lastUser: -1, lastSync: s.opts.Now()}
+	w := &writer{s: s, lastChunk: -1, lastUser: -1, lastSync: s.opts.Now(), chunkEntries: minChunkEntries}
 	bases, err := listSegments(s.dir)
 	if err != nil {
 		return nil, err
@@ -302,6 +318,11 @@ func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 	for i, b := range batches {
 		results[i] = w.addBatch(b, cfg)
 	}
+	if w.cycleEntries < w.chunkEntries/4 {
+		// The queue ran dry with little in it.
+		w.chunkEntries = max(w.chunkEntries/2, minChunkEntries)
+	}
+	w.cycleEntries = 0
 	if w.werr == nil {
 		w.finishChunk()
 		if len(w.offsets) > 0 {
@@ -388,10 +409,11 @@ func (w *writer) noteSeq(ref string, seq uint64) {
 // rolling the segment when limits are reached.
 func (w *writer) addEntry(entry []byte, records uint32, filter []byte, cfg *Config) error {
 	if w.open {
-		full := w.b.Len() == segment.MaxChunkEntries ||
-			w.b.DataLen()+len(entry) > w.s.opts.MaxChunkBytes ||
-			w.segBytes()+int64(len(entry)) > cfg.MaxSegmentSize
-		if full {
+		if w.b.Len() >= w.chunkEntries {
+			w.chunkEntries = min(w.chunkEntries*2, maxChunkEntries)
+			w.finishChunk()
+		} else if w.b.DataLen()+len(entry) > w.s.opts.MaxChunkBytes ||
+			w.segBytes()+int64(len(entry)) > cfg.MaxSegmentSize {
 			w.finishChunk()
 		}
 	}
@@ -409,6 +431,7 @@ func (w *writer) addEntry(entry []byte, records uint32, filter []byte, cfg *Conf
 	if err := w.b.AddEntry(entry, records, filter); err != nil {
 		return err
 	}
+	w.cycleEntries++
 	return nil
 }
 

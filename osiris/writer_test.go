@@ -321,3 +321,53 @@ func TestSnapshotOnlyWithTracking(t *testing.T) {
 		t.Fatalf("after reopen publisher sequence %d, want 40", seq)
 	}
 }
+
+// Ensure chunk sizes follow the load as RabbitMQ's writer batches do: a
+// burst on a new stream forms chunks of 32, 64, 128, ... entries; a chunk
+// that fills doubles the bound (to 8192), and a cycle that brings fewer
+// than a quarter of the bound halves it (to 32).
+func TestAdaptiveChunkSizes(t *testing.T) {
+	s := mustCreate(t, t.TempDir(), Config{}, Options{})
+	records := func(from uint64) []uint32 {
+		r, err := s.NewReader(AtOffset(from), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var out []uint32
+		for {
+			c, ok, err := r.TryNext()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return out
+			}
+			out = append(out, c.Header.NumRecords)
+		}
+	}
+	mustAppend(t, s, "", msgs("a", 0, 500)...)
+	if got, want := records(0), []uint32{32, 64, 128, 256, 20}; !slices.Equal(got, want) {
+		t.Fatalf("a burst of 500: chunks of %v, want %v", got, want)
+	}
+	// The bound is 512 now, and a cycle of 600 fills one chunk of it.
+	mustAppend(t, s, "", msgs("b", 0, 600)...)
+	if got, want := records(500), []uint32{512, 88}; !slices.Equal(got, want) {
+		t.Fatalf("a burst of 600 after it: chunks of %v, want %v", got, want)
+	}
+	// Sustained load: the bound doubles to 8192 and stays.
+	mustAppend(t, s, "", msgs("c", 0, 40000)...)
+	got := records(1100)
+	if got[len(got)-2] != 8192 || slices.Max(got) != 8192 {
+		t.Fatalf("40000 messages: chunks of %v, want them to reach 8192 and no more", got)
+	}
+	// Single messages: each cycle halves the bound, down to 32.
+	for i := range 10 {
+		mustAppend(t, s, "", msg(fmt.Sprint("d", i)))
+	}
+	next := s.Stats().NextOffset
+	mustAppend(t, s, "", msgs("e", 0, 100)...)
+	if got, want := records(next), []uint32{32, 64, 4}; !slices.Equal(got, want) {
+		t.Fatalf("a burst of 100 after single messages: chunks of %v, want %v", got, want)
+	}
+}
