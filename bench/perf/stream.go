@@ -57,7 +57,12 @@ func RunStream(ctx context.Context, cfg StreamConfig, progress func(Progress), i
 		}()
 	}
 
-	// Consumers first, so that "next" sees everything published.
+	// Consumers first, so that "next" sees everything published. A Go
+	// client's consumer has credit as soon as it subscribes, before the
+	// run starts: time to first counts from here.
+	if cfg.T0.IsZero() && cfg.Consumers > 0 {
+		cfg.T0 = time.Now()
+	}
 	var closers []func()
 	defer func() {
 		for _, c := range slices.Backward(closers) {
