@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Ensure the shipped exclusion list parses and gives every entry a
+// reason, and that malformed lines are refused.
+func TestExclusions(t *testing.T) {
+	ex, err := parseExclusions(exclusionsText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) == 0 {
+		t.Fatal("no exclusions parsed")
+	}
+	known := map[string]bool{}
+	for _, s := range knownSuites {
+		known[s.Name] = true
+	}
+	for _, e := range ex {
+		if !known[e.suite] || strings.TrimSpace(e.reason) == "" {
+			t.Errorf("exclusion %+v: unknown suite or no reason", e)
+		}
+	}
+	for _, bad := range []string{"amqp091-go\tTestX", "amqp091-go\tTestX\t ", "\tTestX\treason", "a b c"} {
+		if _, err := parseExclusions(bad); err == nil {
+			t.Errorf("parseExclusions(%q) accepted", bad)
+		}
+	}
+}
+
+// Ensure the TAP of Node's test runner yields its leaf tests with their
+// outcomes and full titles, a failure for a file or suite that failed by
+// itself (a timeout or a hook cuts its tests short), and no result for
+// suites whose only failure is their subtests'.
+func TestTAPParser(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "node.tap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p tapParser
+	for _, l := range strings.Split(string(b), "\n") {
+		p.line(l)
+	}
+	got := p.results()
+	want := []result{
+		{"Connect Connect API Connection refused", "passed"},
+		{"Connect Connect API serverProperties", "failed"},
+		{"Connect Connect API skipped one", "skipped"},
+		{"/tmp/amqplib/test/callback_api.test.js", "failed"},
+		{"Channel API ack", "passed"},
+		{"Broken first", "passed"},
+		{"Broken: hookFailed", "failed"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Ensure a Ginkgo JSON report yields one result per spec named by its
+// containers and text, failed setup nodes as failures, and successful
+// setup nodes not at all.
+func TestReadGinkgo(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(report, []byte(`[{"SuiteDescription":"S","SpecReports":[
+		{"ContainerHierarchyTexts":["A","B"],"LeafNodeText":"works","LeafNodeType":"It","State":"passed"},
+		{"ContainerHierarchyTexts":["A"],"LeafNodeText":"breaks","LeafNodeType":"It","State":"failed","Failure":{"Message":"Expected\n  1 to equal 2"}},
+		{"ContainerHierarchyTexts":["A"],"LeafNodeText":"later","LeafNodeType":"It","State":"pending"},
+		{"ContainerHierarchyTexts":[],"LeafNodeText":"","LeafNodeType":"SynchronizedBeforeSuite","State":"passed"},
+		{"ContainerHierarchyTexts":[],"LeafNodeText":"","LeafNodeType":"SynchronizedAfterSuite","State":"failed","Failure":{"Message":"http error (404)"}}
+	]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readGinkgo(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []result{
+		{"A B works", "passed"},
+		{"A breaks: Expected", "failed"},
+		{"A later", "skipped"},
+		{"SynchronizedAfterSuite : http error (404)", "failed"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n got %+v\nwant %+v", got, want)
+	}
+}
