@@ -48,7 +48,6 @@ type conn struct {
 	// Owned by the reader goroutine.
 	fr       *wire.FrameReader
 	channels map[uint16]*channel
-	closing  bool // we sent connection.close and wait for close-ok
 	shutDown bool // a close handshake completed: linger before closing the socket
 
 	closeOnce  sync.Once

@@ -35,7 +35,8 @@ func waitPersisted(t *testing.T, b *Broker, q *Queue) {
 		dirty := q.mu.dirty
 		q.mu.Unlock()
 		if !dirty {
-			b.persist.flushMu.Lock() // a flush that encoded q has landed
+			//lint:ignore SA2001 taking flushMu waits for a flush in progress, which may have encoded q
+			b.persist.flushMu.Lock()
 			b.persist.flushMu.Unlock()
 			return
 		}
