@@ -118,3 +118,25 @@ func bodies(recs []record) []string {
 	}
 	return out
 }
+
+// chunkHeaders returns the headers of the committed chunks from spec on
+// (tracking chunks too when all).
+func chunkHeaders(t *testing.T, s *Stream, spec OffsetSpec, all bool) []segment.Header {
+	t.Helper()
+	r, err := s.NewReader(spec, ReaderOptions{AllChunks: all})
+	if err != nil {
+		t.Fatalf("NewReader(%v): %v", spec, err)
+	}
+	defer r.Close()
+	var out []segment.Header
+	for {
+		c, ok, err := r.TryNext()
+		if err != nil {
+			t.Fatalf("TryNext: %v", err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, c.Header)
+	}
+}

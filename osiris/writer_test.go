@@ -271,22 +271,11 @@ func TestSnapshotOnlyWithTracking(t *testing.T) {
 		t.Fatalf("200 messages without tracking: next offset %d in %d segments, want 200 in several", st.NextOffset, st.Segments)
 	}
 	chunkTypes := func() map[segment.ChunkType]int {
-		r, err := s.NewReader(First(), ReaderOptions{AllChunks: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
 		n := map[segment.ChunkType]int{}
-		for {
-			c, ok, err := r.TryNext()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return n
-			}
-			n[c.Header.Type]++
+		for _, h := range chunkHeaders(t, s, First(), true) {
+			n[h.Type]++
 		}
+		return n
 	}
 	if n := chunkTypes(); n[segment.ChunkTrackingSnapshot] != 0 || n[segment.ChunkTrackingDelta] != 0 {
 		t.Fatalf("chunk types %v, want user chunks only", n)
@@ -329,22 +318,11 @@ func TestSnapshotOnlyWithTracking(t *testing.T) {
 func TestAdaptiveChunkSizes(t *testing.T) {
 	s := mustCreate(t, t.TempDir(), Config{}, Options{})
 	records := func(from uint64) []uint32 {
-		r, err := s.NewReader(AtOffset(from), ReaderOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
 		var out []uint32
-		for {
-			c, ok, err := r.TryNext()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return out
-			}
-			out = append(out, c.Header.NumRecords)
+		for _, h := range chunkHeaders(t, s, AtOffset(from), false) {
+			out = append(out, h.NumRecords)
 		}
+		return out
 	}
 	mustAppend(t, s, "", msgs("a", 0, 500)...)
 	if got, want := records(0), []uint32{32, 64, 128, 256, 20}; !slices.Equal(got, want) {
