@@ -40,8 +40,7 @@ type Broker struct {
 	opts     Options
 	cat      *catalog
 	loopback map[string]bool
-	ssMu     sync.Mutex // serialises super stream creation and deletion
-	topo     topoState  // exchanges and bindings (topology_state.go)
+	topo     topoState // exchanges and bindings (topology_state.go)
 	queues   *queueRegistry
 	persist  *persister  // writes the ack state of durable queues (queue_persist.go)
 	pol      policyState // policies (policy.go)
@@ -89,6 +88,10 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 	}
 	b.persist = newPersister(cat.db, opts.Logger)
 	if err := b.openStreams(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.upgradeSuperStreams(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -204,9 +207,6 @@ func (b *Broker) DeleteVHost(name string) error {
 		return err
 	}
 	if err := b.deleteVHostPolicies(name); err != nil {
-		return err
-	}
-	if err := b.cat.deletePrefix(superStreamKey(name, "")); err != nil {
 		return err
 	}
 	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {

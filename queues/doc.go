@@ -1,6 +1,6 @@
 // Package queues is the broker's model, shared by the protocol front ends:
 // virtual hosts, users and their permissions, streams (queue destinations
-// for AMQP too: stream_queue.go) and super streams,
+// for AMQP too: stream_queue.go),
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
 // headers.go, route_hash*.go), and classic queues as views over private
 // logs (queue.go, classic*.go), all catalogued in pebble.
@@ -12,7 +12,7 @@
 //	u/<user>                   User (salted SHA-256 password hash)
 //	p/<vhost> 0x00 <user>      Permissions (configure, write, read regexps)
 //	s/<vhost> 0x00 <stream>    StreamDef (directory id and arguments)
-//	x/<vhost> 0x00 <name>      SuperStreamDef
+//	x/<vhost> 0x00 <name>      a super stream before it was an exchange (read once, superstream_upgrade.go)
 //	e/<vhost> 0x00 <exchange>  a durable exchange
 //	b/<vhost> 0x00 <identity>  a binding whose source and destination are durable
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)

@@ -353,6 +353,18 @@ func (b *Broker) Exchanges(vhost string) []ExchangeDef {
 // exchange's implicit bindings (one per queue, keyed by its name) are not
 // listed.
 func (b *Broker) Bindings(vhost string) []BindingDef {
+	return b.bindings(vhost, nil)
+}
+
+// BindingsFrom returns the bindings whose source is exchange, sorted as
+// Bindings sorts them; none when the exchange does not exist.
+func (b *Broker) BindingsFrom(vhost, exchange string) []BindingDef {
+	return b.bindings(vhost, &exchange)
+}
+
+// bindings lists the bindings of vhost, of one source when source is
+// not nil.
+func (b *Broker) bindings(vhost string, source *string) []BindingDef {
 	vt, err := b.topoVHost(vhost)
 	if err != nil {
 		return nil
@@ -364,6 +376,9 @@ func (b *Broker) Bindings(vhost string) []BindingDef {
 	var all []entry
 	vt.mu.RLock()
 	for _, x := range vt.exchanges {
+		if source != nil && x.def.Name != *source {
+			continue
+		}
 		for _, bd := range x.src {
 			def := bd.def
 			def.Args = maps.Clone(def.Args)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/warren-mq/warren/superstream"
 )
 
 // connState is how far a connection has come.
@@ -126,7 +128,7 @@ func (c *conn) teardown() {
 	c.mu.subs = map[uint8]*subscription{}
 	c.mu.publishers = map[uint8]*publisher{}
 	c.mu.Unlock()
-	var members []*sacMember
+	var members []*superstream.Member
 	for _, s := range subs {
 		s.stop()
 		if s.sac != nil {
@@ -135,7 +137,7 @@ func (c *conn) teardown() {
 	}
 	if len(members) > 0 {
 		// After the deliveries stopped: the next members may start reading.
-		c.srv.sac.leave(members...)
+		c.srv.sac.Leave(members...)
 	}
 	c.out.close() // the writer writes what is queued (a Close, say), then exits
 	select {
@@ -419,18 +421,18 @@ func (c *conn) streamDeleted(vhost, name string) {
 		}
 	}
 	c.mu.Unlock()
-	var members []*sacMember
+	var members []*superstream.Member
 	for _, s := range stopped {
 		s.cancel()
 		if s.sac != nil {
 			members = append(members, s.sac)
 			// Drop the stream's groups first, so that no member of them
 			// (on any connection) is activated while they empty.
-			c.srv.sac.dropStream(vhost, name, s.s)
+			c.srv.sac.DropStream(vhost, name, s.s)
 		}
 	}
 	if len(members) > 0 {
-		c.srv.sac.leave(members...)
+		c.srv.sac.Leave(members...)
 	}
 	if used {
 		c.out.frame(func(b []byte) []byte {

@@ -11,6 +11,7 @@ import (
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/segment"
+	"github.com/warren-mq/warren/superstream"
 )
 
 // subscription is a consumer on this connection. While it delivers, a
@@ -26,8 +27,8 @@ type subscription struct {
 	s      *osiris.Stream
 	spec   osiris.OffsetSpec // the Subscribe offset spec
 	opts   osiris.ReaderOptions
-	sac    *sacMember      // nil unless single active consumer
-	ctx    context.Context // cancelled when the subscription ends
+	sac    *superstream.Member // nil unless single active consumer
+	ctx    context.Context     // cancelled when the subscription ends
 	cancel context.CancelFunc
 
 	credit atomic.Int32
@@ -86,8 +87,8 @@ func (s *subscription) startDelivery(rd *osiris.Reader, deliverV2 bool) bool {
 	return true
 }
 
-// stopDelivery stops the delivery goroutine, if any, and waits for it.
-func (s *subscription) stopDelivery() {
+// StopDelivery stops the delivery goroutine, if any, and waits for it.
+func (s *subscription) StopDelivery() {
 	s.mu.Lock()
 	d := s.mu.del
 	s.mu.del = nil
@@ -102,11 +103,11 @@ func (s *subscription) stopDelivery() {
 // stop ends the subscription and waits for its delivery goroutine.
 func (s *subscription) stop() {
 	s.cancel()
-	s.stopDelivery()
+	s.StopDelivery()
 }
 
-// consumerUpdate queues ConsumerUpdate (corr, subscription id, active).
-func (s *subscription) consumerUpdate(corr uint32, active bool) {
+// ConsumerUpdate queues ConsumerUpdate (corr, subscription id, active).
+func (s *subscription) ConsumerUpdate(corr uint32, active bool) {
 	var flag byte
 	if active {
 		flag = 1
@@ -197,7 +198,7 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	}
 	single := props["single-active-consumer"] == "true"
 	name := props["name"]
-	if single && (name == "" || len(name) > maxSACNameLen) {
+	if single && (name == "" || len(name) > superstream.MaxNameLen) {
 		return CodePreconditionFailed
 	}
 	c.mu.Lock()
@@ -225,7 +226,7 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 		sub.startDelivery(rd, c.deliverV2)
 		return CodeOK
 	}
-	sub.sac = &sacMember{owner: c, sub: sub, id: id}
+	sub.sac = superstream.NewMember(c, sub, id)
 	// A single active consumer joins its group without a reader. It is
 	// in c.mu.subs first, so a concurrent stream deletion finds it.
 	c.mu.subs[id] = sub
@@ -233,25 +234,25 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	superStream := props["super-stream"]
 	partition := -1
 	if superStream != "" {
-		partition = c.srv.broker.PartitionIndex(vhost, superStream, stream)
+		partition = c.srv.super.PartitionIndex(vhost, superStream, stream)
 	}
-	key := sacKey{vhost: vhost, stream: stream, name: name}
-	code := c.srv.sac.join(sub.sac, key, s, superStream, partition, func() {
+	key := superstream.GroupKey{VHost: vhost, Stream: stream, Name: name}
+	joinErr := c.srv.sac.Join(sub.sac, key, s, superStream, partition, func() {
 		c.respond(KeySubscribe, corr, CodeOK)
 	})
-	if code != CodeOK {
+	if joinErr != nil { // ErrOtherSuperStream
 		c.mu.Lock()
 		if c.mu.subs[id] == sub {
 			delete(c.mu.subs, id)
 		}
 		c.mu.Unlock()
 		sub.cancel()
-		return code
+		return CodePreconditionFailed
 	}
 	if sub.ctx.Err() != nil {
 		// The stream was deleted while joining; streamDeleted may have
 		// left the group before this member was in it.
-		c.srv.sac.leave(sub.sac)
+		c.srv.sac.Leave(sub.sac)
 	}
 	return CodeOK
 }
@@ -364,7 +365,7 @@ func (c *conn) handleUnsubscribe(r *reader) {
 	}
 	sub.stop()
 	if sub.sac != nil {
-		c.srv.sac.leave(sub.sac)
+		c.srv.sac.Leave(sub.sac)
 	}
 	c.respond(KeyUnsubscribe, corr, CodeOK)
 }
@@ -382,12 +383,12 @@ func (c *conn) handleConsumerUpdateReply(r *reader) {
 	if r.err != nil {
 		return
 	}
-	m := c.srv.sac.reply(c, corr)
+	m := c.srv.sac.Reply(c, corr)
 	if m == nil {
 		return
 	}
 	c.mu.Lock()
-	sub := c.mu.subs[m.id]
+	sub := c.mu.subs[m.ID()]
 	c.mu.Unlock()
 	if sub == nil || sub.sac != m {
 		return // unsubscribed meanwhile; leaving the group handles it
@@ -407,7 +408,7 @@ func (c *conn) handleConsumerUpdateReply(r *reader) {
 		return
 	}
 	v2 := c.deliverV2
-	if !c.srv.sac.activated(m, corr, func() { sub.startDelivery(rd, v2) }) {
+	if !c.srv.sac.Activated(m, corr, func() { sub.startDelivery(rd, v2) }) {
 		rd.Close()
 	}
 }

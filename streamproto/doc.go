@@ -45,6 +45,6 @@
 // large writes and interleaves sendfile calls for large chunks). Each subscription has a goroutine that
 // waits for credit and chunks and queues deliveries to the writer; a
 // single-active-consumer subscription has one only while it is the active
-// member of its group (see sac.go for the groups and the ConsumerUpdate
+// member of its group (package superstream keeps the groups and the ConsumerUpdate
 // hand-over).
 package streamproto

@@ -91,16 +91,13 @@ func (c *rawConn) roundTrip() {
 
 // sacGroups returns the server's groups as "stream/name: id=state ..."
 // strings (members' subscription ids and states in registration order),
-// sorted (white box).
+// sorted.
 func sacGroups(tb *testBroker) []string {
-	co := &tb.srv.sac
-	co.mu.Lock()
-	defer co.mu.Unlock()
 	var out []string
-	for k, g := range co.mu.groups {
-		s := fmt.Sprintf("%s/%s:", k.stream, k.name)
-		for _, m := range g.members {
-			s += fmt.Sprintf(" %d=%v", m.id, m.state)
+	for _, g := range tb.srv.sac.Groups() {
+		s := fmt.Sprintf("%s/%s:", g.Key.Stream, g.Key.Name)
+		for _, m := range g.Members {
+			s += fmt.Sprintf(" %d=%s", m.ID, m.State)
 		}
 		out = append(out, s)
 	}
@@ -109,12 +106,7 @@ func sacGroups(tb *testBroker) []string {
 }
 
 // sacPending is the number of ConsumerUpdates awaiting a reply.
-func sacPending(tb *testBroker) int {
-	co := &tb.srv.sac
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	return len(co.mu.pending)
-}
+func sacPending(tb *testBroker) int { return tb.srv.sac.Pending() }
 
 // sacDeliveryGoroutines counts the delivery goroutines of stream, by
 // their pprof label.

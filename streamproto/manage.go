@@ -200,7 +200,7 @@ func (c *conn) handleResolveOffsetSpec(r *reader) {
 }
 
 // handleRoute answers which partitions of a super stream a routing key
-// goes to (exact binding-key match); no match is OK with an empty list.
+// goes to; no match is OK with an empty list.
 func (c *conn) handleRoute(r *reader) {
 	corr := r.u32()
 	key := r.string()
@@ -208,15 +208,8 @@ func (c *conn) handleRoute(r *reader) {
 	if r.err != nil {
 		return
 	}
-	vhost := c.vhost()
-	code := CodeOK
-	var streams []string
-	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
-		code = CodeStreamDoesNotExist
-	} else if streams = def.Route(key); !c.allowed(vhost, queues.PermWrite, append([]string{name}, streams...)...) {
-		code, streams = CodeAccessRefused, nil
-	}
-	c.respondStrings(KeyRoute, corr, code, streams)
+	streams, err := c.srv.super.Route(c.user, c.vhost(), name, key)
+	c.respondStrings(KeyRoute, corr, c.codeFor(err, "route", name), streams)
 }
 
 // handlePartitions answers a super stream's partitions in partition order.
@@ -226,22 +219,8 @@ func (c *conn) handlePartitions(r *reader) {
 	if r.err != nil {
 		return
 	}
-	vhost := c.vhost()
-	code := CodeOK
-	var streams []string
-	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
-		code = CodeStreamDoesNotExist
-	} else {
-		streams = def.Partitions
-		for _, s := range append([]string{name}, streams...) {
-			if c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, s) != nil &&
-				c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, s) != nil {
-				code, streams = CodeAccessRefused, nil
-				break
-			}
-		}
-	}
-	c.respondStrings(KeyPartitions, corr, code, streams)
+	streams, err := c.srv.super.Partitions(c.user, c.vhost(), name)
+	c.respondStrings(KeyPartitions, corr, c.codeFor(err, "partitions", name), streams)
 }
 
 // respondStrings queues a response with a code and a string array.
@@ -265,16 +244,8 @@ func (c *conn) handleCreateSuperStream(r *reader) {
 	if r.err != nil {
 		return
 	}
-	vhost := c.vhost()
-	code := CodeOK
-	allowed := c.allowed(vhost, queues.PermConfigure, append([]string{name}, partitions...)...) &&
-		c.allowed(vhost, queues.PermRead, name) && c.allowed(vhost, queues.PermWrite, partitions...)
-	if !allowed {
-		code = CodeAccessRefused
-	} else {
-		code = c.codeFor(c.srv.broker.CreateSuperStream(vhost, name, partitions, keys, args), "create super stream", name)
-	}
-	c.respond(KeyCreateSuperStream, corr, code)
+	err := c.srv.super.Create(c.user, c.vhost(), name, partitions, keys, args)
+	c.respond(KeyCreateSuperStream, corr, c.codeFor(err, "create super stream", name))
 }
 
 func (c *conn) handleDeleteSuperStream(r *reader) {
@@ -283,16 +254,8 @@ func (c *conn) handleDeleteSuperStream(r *reader) {
 	if r.err != nil {
 		return
 	}
-	vhost := c.vhost()
-	code := CodeOK
-	if def, err := c.srv.broker.SuperStream(vhost, name); err != nil {
-		code = CodeStreamDoesNotExist
-	} else if !c.allowed(vhost, queues.PermConfigure, append([]string{name}, def.Partitions...)...) {
-		code = CodeAccessRefused
-	} else {
-		code = c.codeFor(c.srv.broker.DeleteSuperStream(vhost, name), "delete super stream", name)
-	}
-	c.respond(KeyDeleteSuperStream, corr, code)
+	err := c.srv.super.Delete(c.user, c.vhost(), name)
+	c.respond(KeyDeleteSuperStream, corr, c.codeFor(err, "delete super stream", name))
 }
 
 // codeFor turns the outcome of a catalog operation into its response code;

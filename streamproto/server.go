@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/superstream"
 )
 
 // Server serves the stream protocol on listeners handed to Serve.
@@ -23,7 +24,8 @@ type Server struct {
 	heartbeat     uint32
 	handshakeWait time.Duration
 
-	sac sacCoordinator // single active consumer groups of all connections
+	sac   superstream.Coordinator // single active consumer groups of all connections
+	super *superstream.Manager    // super streams
 
 	conns *netserve.Group // listeners and connections
 }
@@ -55,6 +57,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		broker:        cfg.Broker,
+		super:         superstream.NewManager(cfg.Broker),
 		log:           cfg.Logger,
 		advertiseHost: host,
 		advertisePort: port,

@@ -1,31 +1,19 @@
-package streamproto
+package superstream
 
-// Single active consumer (SAC).
+// Single active consumer (SAC) groups.
 //
-// Subscriptions with the property single-active-consumer=true and the same
-// consumer name on the same stream of the same vhost form a group, across
-// all connections of a Server. At most one member of a group reads at a
-// time. Subscribe answers OK without opening a reader; the coordinator
-// then picks the member to activate and hands over between members with
-// ConsumerUpdate frames:
+// Subscriptions with single-active-consumer=true and the same consumer
+// name on the same stream of the same vhost form a group. At most one
+// member of a group reads at a time. A front end registers each such
+// subscription with the Coordinator (Join), which picks the member to
+// activate and hands over between members by asking the front end to send
+// ConsumerUpdate (in the stream protocol: ConsumerUpdate frames, whose
+// replies come back through Reply and Activated).
 //
-//	ConsumerUpdate (server to client), key 0x001a, version 1:
-//	+----------+--------+-----+----------+-----------+-----------+
-//	| size u32 | 0x001a | 1   | corr u32 | subId u8  | active u8 |
-//	+----------+--------+-----+----------+-----------+-----------+
-//	  corr is the coordinator's own counter (from 0), not a client's
-//
-//	reply (client to server), key 0x801a, version 1:
-//	+----------+--------+-----+----------+-----------+---------------+------------------+
-//	| size u32 | 0x801a | 1   | corr u32 | code u16  | offsetType u16| [offset u64]     |
-//	+----------+--------+-----+----------+-----------+---------------+------------------+
-//	  offset only for types 4 (offset) and 5 (timestamp); type 0 means
-//	  "the offset spec given in Subscribe"
-//
-// The active choice: on a plain stream (no super-stream property, or no
-// partition index) the first member in registration order; on a partition
-// of a super stream the member at partition_index mod len(members),
-// recomputed whenever a member joins or leaves.
+// The active choice: on a plain stream (no super stream, or no partition
+// index) the first member in registration order; on a partition of a
+// super stream the member at partition_index mod len(members), recomputed
+// whenever a member joins or leaves.
 //
 // Hand-over, per group:
 //
@@ -46,26 +34,32 @@ package streamproto
 // member is only activated after the previous one's delivery goroutine has
 // exited and it has answered, or left.
 //
-// Locking: sacCoordinator.mu guards every group and member. It is taken
-// before subscription.mu (stopDelivery, startDelivery) and outQueue.mu
-// (queuing ConsumerUpdate); conn.mu is never held together with it. Under
-// mu the coordinator only queues frames and stops delivery goroutines
-// (cancel, then wait for the goroutine, which never takes mu); it opens no
-// readers and does no socket I/O.
+// Locking: Coordinator.mu guards every group and member. It is taken
+// before the front end's subscription locks (Sub.StopDelivery, the start
+// function given to Activated) and its output queue (Sub.ConsumerUpdate);
+// connection locks are never held together with it. Under mu the
+// coordinator only queues frames and stops delivery goroutines (cancel,
+// then wait for the goroutine, which never takes mu); it opens no readers
+// and does no socket I/O.
 
 import (
+	"errors"
 	"slices"
 	"sync"
 
 	"github.com/warren-mq/warren/osiris"
 )
 
-// maxSACNameLen bounds a single active consumer's name (it is also the
+// MaxNameLen bounds a single active consumer's name (it is also the
 // offset tracking reference).
-const maxSACNameLen = 255
+const MaxNameLen = 255
 
-// sacKey identifies a single active consumer group.
-type sacKey struct{ vhost, stream, name string }
+// ErrOtherSuperStream refuses a member whose super stream differs from
+// its group's (the stream protocol answers it as precondition failed).
+var ErrOtherSuperStream = errors.New("superstream: the group belongs to another super stream")
+
+// GroupKey identifies a single active consumer group.
+type GroupKey struct{ VHost, Stream, Name string }
 
 // sacState is where a member is in the hand-over.
 type sacState uint8
@@ -91,45 +85,52 @@ func (s sacState) String() string {
 	return "unknown"
 }
 
-// sacSub is what the coordinator needs from a member's subscription. Both
-// methods are called with sacCoordinator.mu held.
-type sacSub interface {
-	// consumerUpdate queues ConsumerUpdate(corr, active) to the member's
+// Sub is what the coordinator needs from a member's subscription. Both
+// methods are called with Coordinator.mu held.
+type Sub interface {
+	// ConsumerUpdate queues ConsumerUpdate(corr, active) to the member's
 	// connection. It must not block.
-	consumerUpdate(corr uint32, active bool)
-	// stopDelivery stops the delivery goroutine, if any, and waits for
-	// it to exit. The goroutine must not take sacCoordinator.mu.
-	stopDelivery()
+	ConsumerUpdate(corr uint32, active bool)
+	// StopDelivery stops the delivery goroutine, if any, and waits for
+	// it to exit. The goroutine must not take Coordinator.mu.
+	StopDelivery()
 }
 
-// sacMember is one subscription in a group.
-type sacMember struct {
+// Member is one subscription in a group.
+type Member struct {
 	// Static after creation.
-	owner any    // the connection; replies are accepted only from it
-	sub   sacSub // the subscription
-	id    uint8  // subscription id, for logs and tests
+	owner any   // the connection; replies are accepted only from it
+	sub   Sub   // the subscription
+	id    uint8 // subscription id, for logs and tests
 
-	// Guarded by sacCoordinator.mu.
-	group *sacGroup // nil before join and after leaving
+	// Guarded by Coordinator.mu.
+	group *group // nil before join and after leaving
 	state sacState
 	corr  uint32 // the ConsumerUpdate awaiting a reply (activating, deactivating)
 }
 
-// sacGroup is the members of one group, in registration order.
-type sacGroup struct {
+// NewMember returns a member for sub, owned by owner (its connection:
+// Reply accepts replies from the owner only); id names it in logs.
+func NewMember(owner any, sub Sub, id uint8) *Member { return &Member{owner: owner, sub: sub, id: id} }
+
+// ID is the id NewMember was given.
+func (m *Member) ID() uint8 { return m.id }
+
+// group is the members of one group, in registration order.
+type group struct {
 	// Static after creation.
-	key         sacKey
+	key         GroupKey
 	stream      *osiris.Stream // the stream instance; a recreated stream gets a new group
 	superStream string         // the super-stream property of the first member
 	partition   int            // partition index, -1 for a plain stream
 
-	// Guarded by sacCoordinator.mu.
-	members []*sacMember
-	current *sacMember // the member not inactive, or nil
+	// Guarded by Coordinator.mu.
+	members []*Member
+	current *Member // the member not inactive, or nil
 }
 
 // choice is the member that should be active, or nil without members.
-func (g *sacGroup) choice() *sacMember {
+func (g *group) choice() *Member {
 	if len(g.members) == 0 {
 		return nil
 	}
@@ -139,28 +140,28 @@ func (g *sacGroup) choice() *sacMember {
 	return g.members[g.partition%len(g.members)]
 }
 
-// sacCoordinator holds the single active consumer groups of a Server. The
-// zero value is ready to use.
-type sacCoordinator struct {
+// Coordinator holds single active consumer groups (a stream protocol
+// server has one for all its connections). The zero value is ready to use.
+type Coordinator struct {
 	mu struct {
 		sync.Mutex
-		groups   map[sacKey]*sacGroup
-		pending  map[uint32]*sacMember // ConsumerUpdate corr -> member awaiting its reply
+		groups   map[GroupKey]*group
+		pending  map[uint32]*Member // ConsumerUpdate corr -> member awaiting its reply
 		nextCorr uint32
 	}
 }
 
-// join adds m to the group key on stream s. A new group takes superStream
+// Join adds m to the group key on stream s. A new group takes superStream
 // and partition (-1 for none); an existing group refuses a member with
-// another super stream (CodePreconditionFailed). joined is called with the
+// another super stream (ErrOtherSuperStream). joined is called with the
 // member registered but before any ConsumerUpdate is queued, so the
 // Subscribe response can precede it.
-func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, superStream string, partition int, joined func()) Code {
+func (co *Coordinator) Join(m *Member, key GroupKey, s *osiris.Stream, superStream string, partition int, joined func()) error {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.mu.groups == nil {
-		co.mu.groups = map[sacKey]*sacGroup{}
-		co.mu.pending = map[uint32]*sacMember{}
+		co.mu.groups = map[GroupKey]*group{}
+		co.mu.pending = map[uint32]*Member{}
 	}
 	g := co.mu.groups[key]
 	if g != nil && g.stream != s {
@@ -173,10 +174,10 @@ func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, super
 		if superStream == "" || partition < 0 {
 			partition = -1
 		}
-		g = &sacGroup{key: key, stream: s, superStream: superStream, partition: partition}
+		g = &group{key: key, stream: s, superStream: superStream, partition: partition}
 		co.mu.groups[key] = g
 	} else if g.superStream != superStream {
-		return CodePreconditionFailed
+		return ErrOtherSuperStream
 	}
 	m.group = g
 	m.state = sacInactive
@@ -185,23 +186,23 @@ func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, super
 		joined()
 	}
 	co.rebalanceLocked(g)
-	return CodeOK
+	return nil
 }
 
-// leave removes members from their groups (members not in a group are
+// Leave removes members from their groups (members not in a group are
 // ignored), stopping their deliveries, and then activates or hands over in
 // every group that changed.
-func (co *sacCoordinator) leave(ms ...*sacMember) {
+func (co *Coordinator) Leave(ms ...*Member) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	var changed []*sacGroup
+	var changed []*group
 	for _, m := range ms {
 		g := m.group
 		if g == nil {
 			continue
 		}
 		co.detachLocked(m)
-		g.members = slices.DeleteFunc(g.members, func(x *sacMember) bool { return x == m })
+		g.members = slices.DeleteFunc(g.members, func(x *Member) bool { return x == m })
 		if g.current == m {
 			g.current = nil
 		}
@@ -220,25 +221,25 @@ func (co *sacCoordinator) leave(ms ...*sacMember) {
 	}
 }
 
-// dropStream removes, without telling anyone, every group of stream
+// DropStream removes, without telling anyone, every group of stream
 // (vhost, name) on instance s: the stream is deleted, and each member's
 // connection drops the subscription itself.
-func (co *sacCoordinator) dropStream(vhost, name string, s *osiris.Stream) {
+func (co *Coordinator) DropStream(vhost, name string, s *osiris.Stream) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	for k, g := range co.mu.groups {
-		if k.vhost == vhost && k.stream == name && g.stream == s {
+		if k.VHost == vhost && k.Stream == name && g.stream == s {
 			co.dropGroupLocked(g)
 		}
 	}
 }
 
-// reply handles the ConsumerUpdate response corr from owner. A reply to a
+// Reply handles the ConsumerUpdate response corr from owner. A reply to a
 // deactivation completes the hand-over (the next member is sent
-// ConsumerUpdate(active=1)) and reply returns nil. A reply to a pending
+// ConsumerUpdate(active=1)) and Reply returns nil. A reply to a pending
 // activation returns the member: the caller opens its reader and calls
-// activated. Unknown, stale and foreign replies return nil.
-func (co *sacCoordinator) reply(owner any, corr uint32) *sacMember {
+// Activated. Unknown, stale and foreign replies return nil.
+func (co *Coordinator) Reply(owner any, corr uint32) *Member {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	m := co.mu.pending[corr]
@@ -258,12 +259,12 @@ func (co *sacCoordinator) reply(owner any, corr uint32) *sacMember {
 	return nil
 }
 
-// activated completes the activation of m answered by reply corr: if m is
+// Activated completes the activation of m answered by reply corr: if m is
 // still waiting for it, m becomes active and start (which starts the
 // delivery goroutine; it must not block) is called with mu held. It
 // reports false when the activation was overtaken (m left or was told to
 // deactivate meanwhile); then the caller discards its reader.
-func (co *sacCoordinator) activated(m *sacMember, corr uint32, start func()) bool {
+func (co *Coordinator) Activated(m *Member, corr uint32, start func()) bool {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if m.group == nil || m.state != sacActivating || m.corr != corr {
@@ -275,12 +276,49 @@ func (co *sacCoordinator) activated(m *sacMember, corr uint32, start func()) boo
 	return true
 }
 
+// GroupInfo describes a group for observers (tests, the management API).
+type GroupInfo struct {
+	Key         GroupKey
+	SuperStream string
+	Partition   int // -1 for a plain stream
+	Members     []MemberInfo
+}
+
+// MemberInfo describes a member: its id and where it is in the
+// hand-over ("inactive", "activating", "active", "deactivating").
+type MemberInfo struct {
+	ID    uint8
+	State string
+}
+
+// Groups returns every group with its members in registration order.
+func (co *Coordinator) Groups() []GroupInfo {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	out := make([]GroupInfo, 0, len(co.mu.groups))
+	for _, g := range co.mu.groups {
+		gi := GroupInfo{Key: g.key, SuperStream: g.superStream, Partition: g.partition}
+		for _, m := range g.members {
+			gi.Members = append(gi.Members, MemberInfo{ID: m.id, State: m.state.String()})
+		}
+		out = append(out, gi)
+	}
+	return out
+}
+
+// Pending is the number of ConsumerUpdates awaiting a reply.
+func (co *Coordinator) Pending() int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	return len(co.mu.pending)
+}
+
 // rebalanceLocked moves g towards its choice: it activates the choice when
 // no member is current, or starts deactivating the current member when it
 // is no longer the choice. A deactivating member is waited for.
 //
 // REQUIRES: co.mu held.
-func (co *sacCoordinator) rebalanceLocked(g *sacGroup) {
+func (co *Coordinator) rebalanceLocked(g *group) {
 	want := g.choice()
 	cur := g.current
 	switch {
@@ -293,7 +331,7 @@ func (co *sacCoordinator) rebalanceLocked(g *sacGroup) {
 		// Its reply (or its leaving) continues the hand-over.
 	case cur != want:
 		if cur.state == sacActive {
-			cur.sub.stopDelivery()
+			cur.sub.StopDelivery()
 		}
 		co.updateLocked(cur, sacDeactivating)
 	}
@@ -303,7 +341,7 @@ func (co *sacCoordinator) rebalanceLocked(g *sacGroup) {
 // its ConsumerUpdate with a new correlation id.
 //
 // REQUIRES: co.mu held.
-func (co *sacCoordinator) updateLocked(m *sacMember, state sacState) {
+func (co *Coordinator) updateLocked(m *Member, state sacState) {
 	if m.state == sacActivating || m.state == sacDeactivating {
 		delete(co.mu.pending, m.corr)
 	}
@@ -314,17 +352,17 @@ func (co *sacCoordinator) updateLocked(m *sacMember, state sacState) {
 	co.mu.nextCorr = corr + 1
 	m.state, m.corr = state, corr
 	co.mu.pending[corr] = m
-	m.sub.consumerUpdate(corr, state == sacActivating)
+	m.sub.ConsumerUpdate(corr, state == sacActivating)
 }
 
 // detachLocked stops m's delivery and forgets its pending reply; the
 // caller removes it from the group's members.
 //
 // REQUIRES: co.mu held.
-func (co *sacCoordinator) detachLocked(m *sacMember) {
+func (co *Coordinator) detachLocked(m *Member) {
 	switch m.state {
 	case sacActive:
-		m.sub.stopDelivery()
+		m.sub.StopDelivery()
 	case sacActivating, sacDeactivating:
 		delete(co.mu.pending, m.corr)
 	}
@@ -335,7 +373,7 @@ func (co *sacCoordinator) detachLocked(m *sacMember) {
 // dropGroupLocked detaches every member of g and forgets g.
 //
 // REQUIRES: co.mu held.
-func (co *sacCoordinator) dropGroupLocked(g *sacGroup) {
+func (co *Coordinator) dropGroupLocked(g *group) {
 	for _, m := range g.members {
 		co.detachLocked(m)
 	}

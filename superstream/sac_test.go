@@ -1,6 +1,7 @@
-package streamproto
+package superstream
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,8 +17,8 @@ import (
 // sacHarness drives a coordinator with fake members named by one letter.
 type sacHarness struct {
 	t       *testing.T
-	co      sacCoordinator
-	members map[string]*sacMember
+	co      Coordinator
+	members map[string]*Member
 	subs    map[string]*sacFakeSub
 	events  []string                  // since the last step
 	held    map[string]uint32         // activations answered by hold, by member
@@ -31,7 +32,7 @@ type sacFakeSub struct {
 	delivering bool
 }
 
-func (s *sacFakeSub) consumerUpdate(corr uint32, active bool) {
+func (s *sacFakeSub) ConsumerUpdate(corr uint32, active bool) {
 	if active {
 		s.h.events = append(s.h.events, fmt.Sprintf("%s:up#%d", s.name, corr))
 	} else {
@@ -39,7 +40,7 @@ func (s *sacFakeSub) consumerUpdate(corr uint32, active bool) {
 	}
 }
 
-func (s *sacFakeSub) stopDelivery() {
+func (s *sacFakeSub) StopDelivery() {
 	if s.delivering {
 		s.h.events = append(s.h.events, s.name+":stop")
 	}
@@ -50,7 +51,7 @@ func (s *sacFakeSub) stopDelivery() {
 type sacOwner struct{ name string }
 
 func newSACHarness(t *testing.T) *sacHarness {
-	return &sacHarness{t: t, members: map[string]*sacMember{}, subs: map[string]*sacFakeSub{}, held: map[string]uint32{},
+	return &sacHarness{t: t, members: map[string]*Member{}, subs: map[string]*sacFakeSub{}, held: map[string]uint32{},
 		streams: map[string]*osiris.Stream{"s": new(osiris.Stream), "s2": new(osiris.Stream)}}
 }
 
@@ -86,26 +87,28 @@ func (h *sacHarness) step(cmd string) string {
 		if o := opts["owner"]; o != "" {
 			owner = h.members[o].owner.(*sacOwner)
 		}
-		m := &sacMember{owner: owner, sub: sub}
+		m := &Member{owner: owner, sub: sub}
 		partition := -1
 		if p, ok := opts["part"]; ok {
 			partition, _ = strconv.Atoi(p)
 		}
-		key := sacKey{vhost: "/", stream: opts["stream"], name: opts["name"]}
-		code := h.co.join(m, key, h.streams[opts["stream"]], opts["super"], partition, func() {
+		key := GroupKey{VHost: "/", Stream: opts["stream"], Name: opts["name"]}
+		err := h.co.Join(m, key, h.streams[opts["stream"]], opts["super"], partition, func() {
 			h.events = append(h.events, name+":joined")
 		})
-		if code != CodeOK {
-			extra = fmt.Sprintf(" code=0x%02x", uint16(code))
+		if errors.Is(err, ErrOtherSuperStream) {
+			extra = " refused"
+		} else if err != nil {
+			h.t.Fatalf("join: %v", err)
 		} else {
 			h.members[name], h.subs[name] = m, sub
 		}
 	case "leave":
-		var ms []*sacMember
+		var ms []*Member
 		for _, a := range args {
 			ms = append(ms, h.members[a])
 		}
-		h.co.leave(ms...)
+		h.co.Leave(ms...)
 	case "reply", "hold":
 		m := h.members[args[0]]
 		corr := h.corrOf(m)
@@ -117,7 +120,7 @@ func (h *sacHarness) step(cmd string) string {
 		if as := opts["as"]; as != "" {
 			owner = h.members[as].owner
 		}
-		got := h.co.reply(owner, corr)
+		got := h.co.Reply(owner, corr)
 		if got != nil && got != m {
 			h.t.Fatalf("%s: reply returned member %s", cmd, got.sub.(*sacFakeSub).name)
 		}
@@ -132,7 +135,7 @@ func (h *sacHarness) step(cmd string) string {
 	case "complete":
 		h.complete(args[0], h.held[args[0]])
 	case "drop":
-		h.co.dropStream("/", opts["stream"], h.streams[opts["stream"]])
+		h.co.DropStream("/", opts["stream"], h.streams[opts["stream"]])
 	default:
 		h.t.Fatalf("unknown command %q", cmd)
 	}
@@ -143,7 +146,7 @@ func (h *sacHarness) step(cmd string) string {
 // complete calls activated for A's activation corr.
 func (h *sacHarness) complete(name string, corr uint32) {
 	m, sub := h.members[name], h.subs[name]
-	if h.co.activated(m, corr, func() {
+	if h.co.Activated(m, corr, func() {
 		sub.delivering = true
 		h.events = append(h.events, name+":start")
 	}) {
@@ -153,7 +156,7 @@ func (h *sacHarness) complete(name string, corr uint32) {
 }
 
 // corrOf is m's pending corr (white box).
-func (h *sacHarness) corrOf(m *sacMember) uint32 {
+func (h *sacHarness) corrOf(m *Member) uint32 {
 	h.co.mu.Lock()
 	defer h.co.mu.Unlock()
 	return m.corr
@@ -361,8 +364,8 @@ func TestSACCoordinatorScripts(t *testing.T) {
 		}},
 		{"super stream is fixed by the first member", []step{
 			{"join A super=inv part=0", "A:joined A:up#0"},
-			{"join B super=other part=0", "code=0x11"},
-			{"join C", "code=0x11"}, // no super stream: another group shape
+			{"join B super=other part=0", "refused"},
+			{"join C", "refused"}, // no super stream: another group shape
 			{"join D super=inv part=5", "D:joined"},
 			{"reply A", "A:start"}, // the group's partition index stays 0
 			{"leave A D", "A:stop"},
@@ -426,7 +429,7 @@ func TestSACCoordinatorRecreatedStream(t *testing.T) {
 		t.Fatalf("leave A (dropped): got %q", got)
 	}
 	// The old instance's deletion arrives late and leaves the new group.
-	h.co.dropStream("/", "s", old)
+	h.co.DropStream("/", "s", old)
 	if got := h.step("reply B"); got != "B:start" {
 		t.Fatalf("reply B: got %q", got)
 	}
@@ -475,7 +478,7 @@ func (h *sacHarness) settle() {
 	h.t.Helper()
 	for range 10 {
 		h.co.mu.Lock()
-		var m *sacMember
+		var m *Member
 		for _, pm := range h.co.mu.pending {
 			m = pm
 		}
