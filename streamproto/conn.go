@@ -320,6 +320,24 @@ func (c *conn) dispatch(body []byte) error {
 	return nil
 }
 
+// readsVersion reports whether the server reads a frame of key in that
+// version: the client commands in the versions ExchangeCommandVersions
+// announces, the handshake commands and the responses a client sends in
+// version 1.
+func readsVersion(key Key, version uint16) bool {
+	switch key {
+	case KeyPeerProperties, KeySaslHandshake, KeySaslAuthenticate, KeyTune, KeyTune | responseBit, KeyOpen,
+		KeyClose | responseBit, KeyConsumerUpdate | responseBit:
+		return version == 1
+	}
+	for _, v := range serverCommandVersions {
+		if Key(v[0]) == key {
+			return version >= v[1] && version <= v[2]
+		}
+	}
+	return true // not a command the server reads: refused as unknown by key
+}
+
 // respond queues a response with only a code.
 func (c *conn) respond(key Key, corr uint32, code Code) {
 	c.out.frame(func(b []byte) []byte {

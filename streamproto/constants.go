@@ -76,44 +76,6 @@ const (
 	offsetTypeTimestamp = 5
 )
 
-// Protocol limits and defaults.
-const (
-	// initialFrameMax caps frames until the connection is open.
-	initialFrameMax = 8192
-	// DefaultFrameMax and DefaultHeartbeat are offered in Tune.
-	DefaultFrameMax  = 1048576
-	DefaultHeartbeat = 60
-	// initialPublishCredits is the connection's publish credit: one per
-	// entry in flight. Reading stops at zero and resumes above
-	// creditsRequiredForUnblocking.
-	initialPublishCredits        = 50000
-	creditsRequiredForUnblocking = 12500
-	// maxPublishers and maxSubscriptions per connection (ids are u8).
-	maxPublishers    = 256
-	maxSubscriptions = 256
-	// ServerVersion is the RabbitMQ version Warren reports, so clients
-	// enable the features it implements.
-	ServerVersion = "4.2.0"
-)
-
-// readsVersion reports whether the server reads a frame of key in that
-// version: the client commands in the versions ExchangeCommandVersions
-// announces, the handshake commands and the responses a client sends in
-// version 1.
-func readsVersion(key Key, version uint16) bool {
-	switch key {
-	case KeyPeerProperties, KeySaslHandshake, KeySaslAuthenticate, KeyTune, KeyTune | responseBit, KeyOpen,
-		KeyClose | responseBit, KeyConsumerUpdate | responseBit:
-		return version == 1
-	}
-	for _, v := range serverCommandVersions {
-		if Key(v[0]) == key {
-			return version >= v[1] && version <= v[2]
-		}
-	}
-	return true // not a command the server reads: refused as unknown by key
-}
-
 // serverCommandVersions is what ExchangeCommandVersions answers: key, min, max.
 var serverCommandVersions = [][3]uint16{
 	{uint16(KeyDeclarePublisher), 1, 1},
