@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // Ensure every reader method decodes its field big-endian and advances
@@ -282,11 +284,11 @@ func TestWireRoundTrip(t *testing.T) {
 	m := map[string]string{"product": "Warren", "version": ServerVersion, "empty": ""}
 	keys := []string{"empty", "product", "version"}
 	var b []byte
-	b = appendU16(b, 0xfffe)
-	b = appendU32(b, 0x80000001)
-	b = appendU64(b, 1<<63)
-	b = appendString(b, "stream-é")
-	b = appendStringMap(b, keys, m)
+	b = wire.AppendU16(b, 0xfffe)
+	b = wire.AppendU32(b, 0x80000001)
+	b = wire.AppendU64(b, 1<<63)
+	b = wire.AppendString(b, "stream-é")
+	b = wire.AppendStringMap(b, keys, m)
 	r := reader{b: b}
 	if got := r.u16(); got != 0xfffe {
 		t.Errorf("u16 = %#x", got)

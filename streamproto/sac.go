@@ -58,6 +58,7 @@ import (
 	"sync"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // maxSACNameLen bounds a single active consumer's name (it is also the
@@ -155,7 +156,7 @@ type sacCoordinator struct {
 // another super stream (CodePreconditionFailed). joined is called with the
 // member registered but before any ConsumerUpdate is queued, so the
 // Subscribe response can precede it.
-func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, superStream string, partition int, joined func()) Code {
+func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, superStream string, partition int, joined func()) wire.Code {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.mu.groups == nil {
@@ -176,7 +177,7 @@ func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, super
 		g = &sacGroup{key: key, stream: s, superStream: superStream, partition: partition}
 		co.mu.groups[key] = g
 	} else if g.superStream != superStream {
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	m.group = g
 	m.state = sacInactive
@@ -185,7 +186,7 @@ func (co *sacCoordinator) join(m *sacMember, key sacKey, s *osiris.Stream, super
 		joined()
 	}
 	co.rebalanceLocked(g)
-	return CodeOK
+	return wire.CodeOK
 }
 
 // leave removes members from their groups (members not in a group are

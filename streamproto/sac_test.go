@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // Unit tests of the single active consumer coordinator with fake
@@ -95,7 +96,7 @@ func (h *sacHarness) step(cmd string) string {
 		code := h.co.join(m, key, h.streams[opts["stream"]], opts["super"], partition, func() {
 			h.events = append(h.events, name+":joined")
 		})
-		if code != CodeOK {
+		if code != wire.CodeOK {
 			extra = fmt.Sprintf(" code=0x%02x", uint16(code))
 		} else {
 			h.members[name], h.subs[name] = m, sub
