@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warren-mq/warren/streamproto/wire"
 	"github.com/warren-mq/warren/superstream"
 )
 
@@ -191,7 +192,7 @@ func (c *conn) readLoop() error {
 		if size < 4 {
 			// Too short to hold a key and version: unparsable.
 			if c.state == stateOpen {
-				c.closeWith(CodeUnknownFrame, "unknown frame")
+				c.closeWith(wire.CodeUnknownFrame, "unknown frame")
 			}
 			return fmt.Errorf("frame of %d bytes: %w", size, errCloseConn)
 		}
@@ -199,15 +200,15 @@ func (c *conn) readLoop() error {
 			if c.state == stateNew {
 				return fmt.Errorf("frame of %d bytes before authentication: %w", size, errCloseConn)
 			}
-			c.closeWith(CodeFrameTooLarge, "frame too large")
+			c.closeWith(wire.CodeFrameTooLarge, "frame too large")
 			return errCloseConn
 		}
 		if hdr, err = c.br.Peek(6); err != nil {
 			return err
 		}
-		key := Key(binary.BigEndian.Uint16(hdr[4:]))
+		key := wire.Key(binary.BigEndian.Uint16(hdr[4:]))
 		var body []byte
-		if key == KeyPublish {
+		if key == wire.KeyPublish {
 			// Owned by the batch until it is confirmed.
 			c.pending = c.getPubFrame(int(size))
 			body = c.pending.body
@@ -236,7 +237,7 @@ func (c *conn) readLoop() error {
 
 // dispatch handles one frame body (key, version, fields).
 func (c *conn) dispatch(body []byte) error {
-	key := Key(binary.BigEndian.Uint16(body))
+	key := wire.Key(binary.BigEndian.Uint16(body))
 	version := binary.BigEndian.Uint16(body[2:])
 	r := reader{b: body[4:]}
 	if !readsVersion(key, version) {
@@ -246,7 +247,7 @@ func (c *conn) dispatch(body []byte) error {
 		if c.state != stateOpen {
 			return fmt.Errorf("frame 0x%04x version %d before the connection is open: %w", uint16(key), version, errCloseConn)
 		}
-		c.closeWith(CodeUnknownFrame, "unknown frame")
+		c.closeWith(wire.CodeUnknownFrame, "unknown frame")
 		return errCloseConn
 	}
 	if c.state != stateOpen {
@@ -254,61 +255,61 @@ func (c *conn) dispatch(body []byte) error {
 	}
 	var err error
 	switch key {
-	case KeyPublish:
+	case wire.KeyPublish:
 		err = c.handlePublish(&r, version, body)
-	case KeyCredit:
+	case wire.KeyCredit:
 		c.handleCredit(&r)
-	case KeyHeartbeat:
-	case KeyDeclarePublisher:
+	case wire.KeyHeartbeat:
+	case wire.KeyDeclarePublisher:
 		c.handleDeclarePublisher(&r)
-	case KeyQueryPublisherSequence:
+	case wire.KeyQueryPublisherSequence:
 		c.handleQueryPublisherSequence(&r)
-	case KeyDeletePublisher:
+	case wire.KeyDeletePublisher:
 		c.handleDeletePublisher(&r)
-	case KeySubscribe:
+	case wire.KeySubscribe:
 		c.handleSubscribe(&r)
-	case KeyStoreOffset:
+	case wire.KeyStoreOffset:
 		c.handleStoreOffset(&r)
-	case KeyQueryOffset:
+	case wire.KeyQueryOffset:
 		c.handleQueryOffset(&r)
-	case KeyUnsubscribe:
+	case wire.KeyUnsubscribe:
 		c.handleUnsubscribe(&r)
-	case KeyCreate:
+	case wire.KeyCreate:
 		c.handleCreate(&r)
-	case KeyDelete:
+	case wire.KeyDelete:
 		c.handleDelete(&r)
-	case KeyMetadata:
+	case wire.KeyMetadata:
 		c.handleMetadata(&r)
-	case KeyExchangeCommandVersions:
+	case wire.KeyExchangeCommandVersions:
 		c.handleExchangeCommandVersions(&r)
-	case KeyStreamStats:
+	case wire.KeyStreamStats:
 		c.handleStreamStats(&r)
-	case KeyResolveOffsetSpec:
+	case wire.KeyResolveOffsetSpec:
 		c.handleResolveOffsetSpec(&r)
-	case KeyRoute:
+	case wire.KeyRoute:
 		c.handleRoute(&r)
-	case KeyPartitions:
+	case wire.KeyPartitions:
 		c.handlePartitions(&r)
-	case KeyCreateSuperStream:
+	case wire.KeyCreateSuperStream:
 		c.handleCreateSuperStream(&r)
-	case KeyDeleteSuperStream:
+	case wire.KeyDeleteSuperStream:
 		c.handleDeleteSuperStream(&r)
-	case KeyConsumerUpdate | responseBit:
+	case wire.KeyConsumerUpdate | wire.ResponseBit:
 		c.handleConsumerUpdateReply(&r)
-	case KeyClose:
+	case wire.KeyClose:
 		corr := r.u32()
 		r.u16()
 		r.string()
 		if r.err == nil {
-			c.respond(KeyClose, corr, CodeOK)
+			c.respond(wire.KeyClose, corr, wire.CodeOK)
 			c.closed = true
 		}
 		return errCloseConn
-	case KeyClose | responseBit:
+	case wire.KeyClose | wire.ResponseBit:
 		c.closed = true
 		return errCloseConn
 	default:
-		c.closeWith(CodeUnknownFrame, "unknown frame")
+		c.closeWith(wire.CodeUnknownFrame, "unknown frame")
 		return errCloseConn
 	}
 	if err != nil {
@@ -316,38 +317,38 @@ func (c *conn) dispatch(body []byte) error {
 	}
 	if r.err != nil {
 		c.log.Debug("malformed frame", "key", fmt.Sprintf("0x%04x", uint16(key)), "err", r.err)
-		c.closeWith(CodeUnknownFrame, "malformed frame")
+		c.closeWith(wire.CodeUnknownFrame, "malformed frame")
 		return errCloseConn
 	}
 	return nil
 }
 
 // respond queues a response with only a code.
-func (c *conn) respond(key Key, corr uint32, code Code) {
+func (c *conn) respond(key wire.Key, corr uint32, code wire.Code) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, key, corr, code)
-		return endFrame(b, start)
+		b, start := wire.BeginResponse(b, key, corr, code)
+		return wire.EndFrame(b, start)
 	})
 }
 
 // respondU64 queues a response with a code and one u64 field.
-func (c *conn) respondU64(key Key, corr uint32, code Code, v uint64) {
+func (c *conn) respondU64(key wire.Key, corr uint32, code wire.Code, v uint64) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, key, corr, code)
-		b = appendU64(b, v)
-		return endFrame(b, start)
+		b, start := wire.BeginResponse(b, key, corr, code)
+		b = wire.AppendU64(b, v)
+		return wire.EndFrame(b, start)
 	})
 }
 
 // closeWith queues a server-initiated Close.
-func (c *conn) closeWith(code Code, reason string) {
+func (c *conn) closeWith(code wire.Code, reason string) {
 	c.closing = true
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyClose, 1)
-		b = appendU32(b, 0)
-		b = appendU16(b, uint16(code))
-		b = appendString(b, reason)
-		return endFrame(b, start)
+		b, start := wire.BeginFrame(b, wire.KeyClose, 1)
+		b = wire.AppendU32(b, 0)
+		b = wire.AppendU16(b, uint16(code))
+		b = wire.AppendString(b, reason)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -436,10 +437,28 @@ func (c *conn) streamDeleted(vhost, name string) {
 	}
 	if used {
 		c.out.frame(func(b []byte) []byte {
-			b, start := beginFrame(b, KeyMetadataUpdate, 1)
-			b = appendU16(b, uint16(CodeStreamNotAvailable))
-			b = appendString(b, name)
-			return endFrame(b, start)
+			b, start := wire.BeginFrame(b, wire.KeyMetadataUpdate, 1)
+			b = wire.AppendU16(b, uint16(wire.CodeStreamNotAvailable))
+			b = wire.AppendString(b, name)
+			return wire.EndFrame(b, start)
 		})
 	}
+}
+
+// readsVersion reports whether the server reads a frame of key in that
+// version: the client commands in the versions ExchangeCommandVersions
+// announces, the handshake commands and the responses a client sends in
+// version 1.
+func readsVersion(key wire.Key, version uint16) bool {
+	switch key {
+	case wire.KeyPeerProperties, wire.KeySaslHandshake, wire.KeySaslAuthenticate, wire.KeyTune, wire.KeyTune | wire.ResponseBit, wire.KeyOpen,
+		wire.KeyClose | wire.ResponseBit, wire.KeyConsumerUpdate | wire.ResponseBit:
+		return version == 1
+	}
+	for _, v := range wire.ServerCommandVersions {
+		if wire.Key(v[0]) == key {
+			return version >= v[1] && version <= v[2]
+		}
+	}
+	return true // not a command the server reads: refused as unknown by key
 }

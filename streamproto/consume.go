@@ -11,6 +11,7 @@ import (
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/segment"
+	"github.com/warren-mq/warren/streamproto/wire"
 	"github.com/warren-mq/warren/superstream"
 )
 
@@ -113,10 +114,10 @@ func (s *subscription) ConsumerUpdate(corr uint32, active bool) {
 		flag = 1
 	}
 	s.c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyConsumerUpdate, 1)
-		b = appendU32(b, corr)
+		b, start := wire.BeginFrame(b, wire.KeyConsumerUpdate, 1)
+		b = wire.AppendU32(b, corr)
 		b = append(b, s.id, flag)
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -130,15 +131,15 @@ func offsetSpec(r *reader) (osiris.OffsetSpec, bool) {
 // unknown type (including 0, none).
 func offsetSpecOfType(typ uint16, r *reader) (osiris.OffsetSpec, bool) {
 	switch typ {
-	case offsetTypeFirst:
+	case wire.OffsetTypeFirst:
 		return osiris.First(), true
-	case offsetTypeLast:
+	case wire.OffsetTypeLast:
 		return osiris.Last(), true
-	case offsetTypeNext:
+	case wire.OffsetTypeNext:
 		return osiris.Next(), true
-	case offsetTypeOffset:
+	case wire.OffsetTypeOffset:
 		return osiris.AtOffset(r.u64()), true
-	case offsetTypeTimestamp:
+	case wire.OffsetTypeTimestamp:
 		return osiris.AtTimestamp(int64(r.u64())), true
 	}
 	return osiris.OffsetSpec{}, false
@@ -176,39 +177,39 @@ func (c *conn) handleSubscribe(r *reader) {
 		return
 	}
 	if !ok {
-		c.respond(KeySubscribe, corr, CodePreconditionFailed)
+		c.respond(wire.KeySubscribe, corr, wire.CodePreconditionFailed)
 		return
 	}
-	if code := c.subscribe(corr, id, stream, spec, credit, props); code != CodeOK {
-		c.respond(KeySubscribe, corr, code)
+	if code := c.subscribe(corr, id, stream, spec, credit, props); code != wire.CodeOK {
+		c.respond(wire.KeySubscribe, corr, code)
 	}
 }
 
 // subscribe checks and starts a subscription; the OK response is queued
 // before the delivery goroutine starts (or, for a single active consumer,
 // before its first ConsumerUpdate), so it precedes the first Deliver.
-func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.OffsetSpec, credit uint16, props map[string]string) Code {
+func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.OffsetSpec, credit uint16, props map[string]string) wire.Code {
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
 	if err != nil {
-		return CodeStreamDoesNotExist
+		return wire.CodeStreamDoesNotExist
 	}
 	if err := c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream); err != nil {
-		return CodeAccessRefused
+		return wire.CodeAccessRefused
 	}
 	single := props["single-active-consumer"] == "true"
 	name := props["name"]
 	if single && (name == "" || len(name) > superstream.MaxNameLen) {
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	c.mu.Lock()
 	if _, ok := c.mu.subs[id]; ok {
 		c.mu.Unlock()
-		return CodeSubscriptionIDExists
+		return wire.CodeSubscriptionIDExists
 	}
 	if len(c.mu.subs) >= maxSubscriptions {
 		c.mu.Unlock()
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	sub := newSubscription(c, id, stream, s, spec, credit, props)
 	if !single {
@@ -217,14 +218,14 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 		if err != nil {
 			sub.cancel()
 			if errors.Is(err, osiris.ErrClosed) {
-				return CodeStreamNotAvailable
+				return wire.CodeStreamNotAvailable
 			}
-			return CodeInternalError
+			return wire.CodeInternalError
 		}
 		c.mu.subs[id] = sub
-		c.respond(KeySubscribe, corr, CodeOK)
+		c.respond(wire.KeySubscribe, corr, wire.CodeOK)
 		sub.startDelivery(rd, c.deliverV2)
-		return CodeOK
+		return wire.CodeOK
 	}
 	sub.sac = superstream.NewMember(c, sub, id)
 	// A single active consumer joins its group without a reader. It is
@@ -238,7 +239,7 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	}
 	key := superstream.GroupKey{VHost: vhost, Stream: stream, Name: name}
 	joinErr := c.srv.sac.Join(sub.sac, key, s, superStream, partition, func() {
-		c.respond(KeySubscribe, corr, CodeOK)
+		c.respond(wire.KeySubscribe, corr, wire.CodeOK)
 	})
 	if joinErr != nil { // ErrOtherSuperStream
 		c.mu.Lock()
@@ -247,14 +248,14 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 		}
 		c.mu.Unlock()
 		sub.cancel()
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	if sub.ctx.Err() != nil {
 		// The stream was deleted while joining; streamDeleted may have
 		// left the group before this member was in it.
 		c.srv.sac.Leave(sub.sac)
 	}
-	return CodeOK
+	return wire.CodeOK
 }
 
 // deliver is the delivery goroutine: it sends chunks while there is
@@ -292,13 +293,13 @@ func (s *subscription) deliver(d *delivery) {
 			start := len(b)
 			b = append(b, 0, 0, 0, 0)
 			if v2 {
-				b = appendU16(b, uint16(KeyDeliver))
-				b = appendU16(b, 2)
+				b = wire.AppendU16(b, uint16(wire.KeyDeliver))
+				b = wire.AppendU16(b, 2)
 				b = append(b, s.id)
-				b = appendU64(b, committed)
+				b = wire.AppendU64(b, committed)
 			} else {
-				b = appendU16(b, uint16(KeyDeliver))
-				b = appendU16(b, 1)
+				b = wire.AppendU16(b, uint16(wire.KeyDeliver))
+				b = wire.AppendU16(b, 1)
 				b = append(b, s.id)
 			}
 			b = h.AppendWire(b)
@@ -322,7 +323,7 @@ func (c *conn) handleCredit(r *reader) {
 	sub := c.mu.subs[id]
 	c.mu.Unlock()
 	if sub == nil {
-		c.creditError(id, CodeSubscriptionIDDoesNotExist)
+		c.creditError(id, wire.CodeSubscriptionIDDoesNotExist)
 		return
 	}
 	if credit > 0 {
@@ -335,17 +336,17 @@ func (c *conn) handleCredit(r *reader) {
 	if sub.sac != nil && !sub.active.Load() {
 		// An inactive single active consumer keeps the credit for when
 		// it is activated, but is told it is not delivering.
-		c.creditError(id, CodePreconditionFailed)
+		c.creditError(id, wire.CodePreconditionFailed)
 	}
 }
 
 // creditError queues the Credit error frame, which has no correlation id.
-func (c *conn) creditError(id uint8, code Code) {
+func (c *conn) creditError(id uint8, code wire.Code) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyCredit|responseBit, 1)
-		b = appendU16(b, uint16(code))
+		b, start := wire.BeginFrame(b, wire.KeyCredit|wire.ResponseBit, 1)
+		b = wire.AppendU16(b, uint16(code))
 		b = append(b, id)
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -360,14 +361,14 @@ func (c *conn) handleUnsubscribe(r *reader) {
 	delete(c.mu.subs, id)
 	c.mu.Unlock()
 	if sub == nil {
-		c.respond(KeyUnsubscribe, corr, CodeSubscriptionIDDoesNotExist)
+		c.respond(wire.KeyUnsubscribe, corr, wire.CodeSubscriptionIDDoesNotExist)
 		return
 	}
 	sub.stop()
 	if sub.sac != nil {
 		c.srv.sac.Leave(sub.sac)
 	}
-	c.respond(KeyUnsubscribe, corr, CodeOK)
+	c.respond(wire.KeyUnsubscribe, corr, wire.CodeOK)
 }
 
 // handleConsumerUpdateReply handles a client's answer to ConsumerUpdate:
@@ -377,7 +378,7 @@ func (c *conn) handleUnsubscribe(r *reader) {
 // coordinator activate the next member.
 func (c *conn) handleConsumerUpdateReply(r *reader) {
 	corr := r.u32()
-	code := Code(r.u16())
+	code := wire.Code(r.u16())
 	typ := r.u16()
 	spec, ok := offsetSpecOfType(typ, r)
 	if r.err != nil {
@@ -393,8 +394,8 @@ func (c *conn) handleConsumerUpdateReply(r *reader) {
 	if sub == nil || sub.sac != m {
 		return // unsubscribed meanwhile; leaving the group handles it
 	}
-	if code != CodeOK || !ok {
-		if code != CodeOK || typ != offsetTypeNone {
+	if code != wire.CodeOK || !ok {
+		if code != wire.CodeOK || typ != wire.OffsetTypeNone {
 			c.log.Debug("consumer update reply: using the subscribe offset", "stream", sub.stream,
 				"code", uint16(code), "offset_type", typ)
 		}
@@ -456,19 +457,19 @@ func (c *conn) handleQueryOffset(r *reader) {
 	if r.err != nil {
 		return
 	}
-	code, offset := CodeOK, uint64(0)
+	code, offset := wire.CodeOK, uint64(0)
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
 	switch {
 	case err != nil:
-		code = CodeStreamDoesNotExist
+		code = wire.CodeStreamDoesNotExist
 	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil:
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	default:
 		var ok bool
 		if offset, ok = s.QueryOffset(ref); !ok {
-			code = CodeNoOffset
+			code = wire.CodeNoOffset
 		}
 	}
-	c.respondU64(KeyQueryOffset, corr, code, offset)
+	c.respondU64(wire.KeyQueryOffset, corr, code, offset)
 }

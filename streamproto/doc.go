@@ -5,23 +5,10 @@
 //
 // # Frames
 //
-// Integers are big-endian. A frame is a length and a body:
-//
-//	+----------+---------+-------------+----------------------------+
-//	| size u32 | key u16 | version u16 | fields ...                 |
-//	+----------+---------+-------------+----------------------------+
-//	  size counts the bytes after itself
-//
-// Requests carry a correlation id as their first field; responses set the
-// top bit of the key, echo the correlation id and carry a response code:
-//
-//	+----------+----------------+-----+---------+-----------+--------+
-//	| size u32 | key|0x8000 u16 | 1   | corr u32| code u16  | ...    |
-//	+----------+----------------+-----+---------+-----------+--------+
-//
-// Types: string = i16 length + UTF-8 (-1 null); bytes = i32 length + data
-// (-1 null); array = i32 count + elements; map = i32 count + (string,
-// string) pairs.
+// Package streamproto/wire draws the frame layout and holds the command
+// keys (each with its fields), the response codes and the encoders;
+// this package decodes frames with its own bounded reader (reader.go)
+// and answers ExchangeCommandVersions with wire.ServerCommandVersions.
 //
 // # Deliver
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // End-to-end tests of single active consumers: byte-level tests with the
@@ -25,20 +26,20 @@ import (
 // consumer from the first offset, with extra properties kv.
 func sacSubscribeBody(id uint8, stream string, credit uint16, kv ...string) rawBuf {
 	props := append([]string{"single-active-consumer", "true"}, kv...)
-	return rawBuf(nil).u8(id).str(stream).u16(offsetTypeFirst).u16(credit).strMap(props...)
+	return rawBuf(nil).u8(id).str(stream).u16(wire.OffsetTypeFirst).u16(credit).strMap(props...)
 }
 
 // expectConsumerUpdate reads a ConsumerUpdate, checks its exact layout,
 // subscription id and flag, and returns its correlation id.
 func (c *rawConn) expectConsumerUpdate(sub uint8, active bool) uint32 {
 	c.t.Helper()
-	f := c.expect(KeyConsumerUpdate, 1)
+	f := c.expect(wire.KeyConsumerUpdate, 1)
 	corr := f.fields().u32()
 	flag := byte(0)
 	if active {
 		flag = 1
 	}
-	if want := rawFrame(KeyConsumerUpdate, 1, rawBuf(nil).u32(corr).u8(sub).u8(flag)); !bytes.Equal(f.raw, want) {
+	if want := rawFrame(wire.KeyConsumerUpdate, 1, rawBuf(nil).u32(corr).u8(sub).u8(flag)); !bytes.Equal(f.raw, want) {
 		c.t.Fatalf("ConsumerUpdate\n got % x\nwant % x", f.raw, want)
 	}
 	return corr
@@ -48,11 +49,11 @@ func (c *rawConn) expectConsumerUpdate(sub uint8, active bool) uint32 {
 // type typ (offset only for types 4 and 5).
 func (c *rawConn) replyConsumerUpdate(corr uint32, typ uint16, offset uint64) {
 	c.t.Helper()
-	b := rawBuf(nil).u32(corr).u16(uint16(CodeOK)).u16(typ)
-	if typ == offsetTypeOffset || typ == offsetTypeTimestamp {
+	b := rawBuf(nil).u32(corr).u16(uint16(wire.CodeOK)).u16(typ)
+	if typ == wire.OffsetTypeOffset || typ == wire.OffsetTypeTimestamp {
 		b = b.u64(offset)
 	}
-	c.write(rawFrame(KeyConsumerUpdate|responseBit, 1, b))
+	c.write(rawFrame(wire.KeyConsumerUpdate|wire.ResponseBit, 1, b))
 }
 
 // expectDeliveries reads Deliver v1 frames until every subscription in
@@ -86,7 +87,7 @@ func (c *rawConn) expectDeliveries(want map[uint8][]string) {
 // of a connection are handled in order.
 func (c *rawConn) roundTrip() {
 	c.t.Helper()
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("no-such-stream"), CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("no-such-stream"), wire.CodeStreamDoesNotExist)
 }
 
 // sacGroups returns the server's groups as "stream/name: id=state ..."
@@ -143,34 +144,34 @@ func TestRawSACHandOver(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	a := rawOpen(t, tb, 0)
-	a.create("sac-raw", CodeOK)
-	a.declarePublisher(1, "", "sac-raw", CodeOK)
+	a.create("sac-raw", wire.CodeOK)
+	a.declarePublisher(1, "", "sac-raw", wire.CodeOK)
 	a.publish(1, 1, "m0", "m1")
 	a.expectConfirm(1, 1, 2)
 	a.publish(1, 3, "m2")
 	a.expectConfirm(1, 3)
 
-	a.expectCode(KeySubscribe, sacSubscribeBody(9, "sac-raw", 10), CodePreconditionFailed)
-	a.expectCode(KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", ""), CodePreconditionFailed)
-	a.expectCode(KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", strings.Repeat("n", 256)), CodePreconditionFailed)
-	a.expectCode(KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", strings.Repeat("n", 255)), CodeOK)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(9, "sac-raw", 10), wire.CodePreconditionFailed)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", ""), wire.CodePreconditionFailed)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", strings.Repeat("n", 256)), wire.CodePreconditionFailed)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(9, "sac-raw", 10, "name", strings.Repeat("n", 255)), wire.CodeOK)
 	if corr := a.expectConsumerUpdate(9, true); corr != 0 {
 		t.Fatalf("first ConsumerUpdate corr %d, want 0", corr)
 	}
-	a.expectCode(KeyUnsubscribe, rawBuf(nil).u8(9), CodeOK)
+	a.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(9), wire.CodeOK)
 
-	a.expectCode(KeySubscribe, sacSubscribeBody(1, "sac-raw", 10, "name", "app"), CodeOK)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(1, "sac-raw", 10, "name", "app"), wire.CodeOK)
 	corr := a.expectConsumerUpdate(1, true)
 	if corr != 1 {
 		t.Fatalf("ConsumerUpdate corr %d, want 1", corr)
 	}
 	a.quiet() // no Deliver before the reply
-	a.replyConsumerUpdate(corr, offsetTypeNone, 0)
+	a.replyConsumerUpdate(corr, wire.OffsetTypeNone, 0)
 	a.expectDeliveries(map[uint8][]string{1: {"m0", "m1", "m2"}})
 
 	b := rawOpen(t, tb, 0)
-	b.expectCode(KeySubscribe, sacSubscribeBody(4, "sac-raw", 10, "name", "app"), CodeOK)
-	b.write(rawFrame(KeyCredit, 1, rawBuf(nil).u8(4).u16(3)))
+	b.expectCode(wire.KeySubscribe, sacSubscribeBody(4, "sac-raw", 10, "name", "app"), wire.CodeOK)
+	b.write(rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(4).u16(3)))
 	f := b.next()
 	want := []byte{
 		0x00, 0x00, 0x00, 0x07, // size 7
@@ -198,31 +199,31 @@ func TestRawSACHandOver(t *testing.T) {
 
 	// The active member stores its offset and leaves; the other is
 	// activated at once and resumes where it says.
-	a.write(rawFrame(KeyStoreOffset, 1, rawBuf(nil).str("app").str("sac-raw").u64(3)))
-	a.expectCode(KeyUnsubscribe, rawBuf(nil).u8(1), CodeOK)
+	a.write(rawFrame(wire.KeyStoreOffset, 1, rawBuf(nil).str("app").str("sac-raw").u64(3)))
+	a.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(1), wire.CodeOK)
 	corr = b.expectConsumerUpdate(4, true)
 	if corr != 2 {
 		t.Fatalf("ConsumerUpdate corr %d, want 2", corr)
 	}
-	r := b.expectCode(KeyQueryOffset, rawBuf(nil).str("app").str("sac-raw"), CodeOK)
+	r := b.expectCode(wire.KeyQueryOffset, rawBuf(nil).str("app").str("sac-raw"), wire.CodeOK)
 	if off := r.u64(); off != 3 {
 		t.Fatalf("stored offset %d, want 3", off)
 	}
-	b.replyConsumerUpdate(corr, offsetTypeOffset, 4)
+	b.replyConsumerUpdate(corr, wire.OffsetTypeOffset, 4)
 	d := checkDeliver(t, b.next(), 1)
 	if d.sub != 4 || d.chunkID() != 4 || !slices.Equal(simpleEntries(t, d.data), []string{"m4"}) {
 		t.Fatalf("Deliver sub %d chunk %d %q, want sub 4 chunk 4 [m4]", d.sub, d.chunkID(), simpleEntries(t, d.data))
 	}
 	// Credit is accepted without an error now; the credit kept while
 	// inactive still counts.
-	b.write(rawFrame(KeyCredit, 1, rawBuf(nil).u8(4).u16(1)))
+	b.write(rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(4).u16(1)))
 	a.publish(1, 6, "m5")
 	a.expectConfirm(1, 6)
 	b.expectDeliveries(map[uint8][]string{4: {"m5"}})
 	b.quiet()
 	a.quiet()
 
-	b.expectCode(KeyUnsubscribe, rawBuf(nil).u8(4), CodeOK)
+	b.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(4), wire.CodeOK)
 	if got, n := sacGroups(tb), sacPending(tb); len(got) != 0 || n != 0 {
 		t.Fatalf("after the last member left: groups %q, %d pending", got, n)
 	}
@@ -243,15 +244,15 @@ func TestRawSACSuperStreamPartitions(t *testing.T) {
 	p := rawOpen(t, tb, 0)
 	for i := range uint8(3) {
 		name := fmt.Sprintf("sacinv-%d", i)
-		p.create(name, CodeOK)
-		p.declarePublisher(i, "", name, CodeOK)
+		p.create(name, wire.CodeOK)
+		p.declarePublisher(i, "", name, wire.CodeOK)
 		p.publish(i, 1, fmt.Sprintf("p%d", i))
 		p.expectConfirm(i, 1)
 	}
 	sub := func(c *rawConn, i uint8, super string) {
 		t.Helper()
-		c.expectCode(KeySubscribe, sacSubscribeBody(i, fmt.Sprintf("sacinv-%d", i), 10,
-			"name", "g", "super-stream", super), CodeOK)
+		c.expectCode(wire.KeySubscribe, sacSubscribeBody(i, fmt.Sprintf("sacinv-%d", i), 10,
+			"name", "g", "super-stream", super), wire.CodeOK)
 	}
 
 	// One member: it gets every partition.
@@ -261,7 +262,7 @@ func TestRawSACSuperStreamPartitions(t *testing.T) {
 		if corr := a.expectConsumerUpdate(i, true); corr != uint32(i) {
 			t.Fatalf("partition %d: corr %d, want %d", i, corr, i)
 		}
-		a.replyConsumerUpdate(uint32(i), offsetTypeNone, 0)
+		a.replyConsumerUpdate(uint32(i), wire.OffsetTypeNone, 0)
 		a.expectDeliveries(map[uint8][]string{i: {fmt.Sprintf("p%d", i)}})
 	}
 
@@ -274,17 +275,17 @@ func TestRawSACSuperStreamPartitions(t *testing.T) {
 		t.Fatalf("deactivation corr %d, want 3", corr)
 	}
 	b.quiet() // nothing for b until a answers
-	a.replyConsumerUpdate(corr, offsetTypeOffset, 1)
+	a.replyConsumerUpdate(corr, wire.OffsetTypeOffset, 1)
 	corr = b.expectConsumerUpdate(1, true)
 	if corr != 4 {
 		t.Fatalf("activation corr %d, want 4", corr)
 	}
-	b.replyConsumerUpdate(corr, offsetTypeFirst, 0)
+	b.replyConsumerUpdate(corr, wire.OffsetTypeFirst, 0)
 	b.expectDeliveries(map[uint8][]string{1: {"p1"}})
 	sub(b, 2, "sacinv")
 	// A subscriber naming another super stream cannot join.
-	b.expectCode(KeySubscribe, sacSubscribeBody(7, "sacinv-0", 10, "name", "g", "super-stream", "other"), CodePreconditionFailed)
-	b.expectCode(KeySubscribe, sacSubscribeBody(7, "sacinv-0", 10, "name", "g"), CodePreconditionFailed)
+	b.expectCode(wire.KeySubscribe, sacSubscribeBody(7, "sacinv-0", 10, "name", "g", "super-stream", "other"), wire.CodePreconditionFailed)
+	b.expectCode(wire.KeySubscribe, sacSubscribeBody(7, "sacinv-0", 10, "name", "g"), wire.CodePreconditionFailed)
 	a.quiet()
 	b.quiet()
 	want := []string{
@@ -311,12 +312,12 @@ func TestRawSACSuperStreamPartitions(t *testing.T) {
 	if corr != 5 {
 		t.Fatalf("activation corr %d, want 5", corr)
 	}
-	a.replyConsumerUpdate(corr, offsetTypeOffset, 1)
+	a.replyConsumerUpdate(corr, wire.OffsetTypeOffset, 1)
 	a.expectDeliveries(map[uint8][]string{1: {"q1"}})
 	a.quiet()
 
 	for i := range uint8(3) {
-		a.expectCode(KeyUnsubscribe, rawBuf(nil).u8(i), CodeOK)
+		a.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(i), wire.CodeOK)
 	}
 	if got, n := sacGroups(tb), sacPending(tb); len(got) != 0 || n != 0 {
 		t.Fatalf("after the members left: groups %q, %d pending", got, n)
@@ -336,21 +337,21 @@ func TestRawSACStreamDeleted(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	a := rawOpen(t, tb, 0)
-	a.create("sacdel", CodeOK)
-	a.expectCode(KeySubscribe, sacSubscribeBody(1, "sacdel", 10, "name", "app"), CodeOK)
-	a.replyConsumerUpdate(a.expectConsumerUpdate(1, true), offsetTypeNone, 0)
+	a.create("sacdel", wire.CodeOK)
+	a.expectCode(wire.KeySubscribe, sacSubscribeBody(1, "sacdel", 10, "name", "app"), wire.CodeOK)
+	a.replyConsumerUpdate(a.expectConsumerUpdate(1, true), wire.OffsetTypeNone, 0)
 	b := rawOpen(t, tb, 0)
-	b.expectCode(KeySubscribe, sacSubscribeBody(2, "sacdel", 10, "name", "app"), CodeOK)
+	b.expectCode(wire.KeySubscribe, sacSubscribeBody(2, "sacdel", 10, "name", "app"), wire.CodeOK)
 	a.quiet() // a is reading (nothing to deliver)
 	if n := sacDeliveryGoroutines(t, "sacdel"); n != 1 {
 		t.Fatalf("%d delivery goroutines, want 1", n)
 	}
 
 	c := rawOpen(t, tb, 0)
-	c.expectCode(KeyDelete, rawBuf(nil).str("sacdel"), CodeOK)
+	c.expectCode(wire.KeyDelete, rawBuf(nil).str("sacdel"), wire.CodeOK)
 	for _, conn := range []*rawConn{a, b} {
-		f := conn.expect(KeyMetadataUpdate, 1)
-		if want := rawFrame(KeyMetadataUpdate, 1, rawBuf(nil).u16(uint16(CodeStreamNotAvailable)).str("sacdel")); !bytes.Equal(f.raw, want) {
+		f := conn.expect(wire.KeyMetadataUpdate, 1)
+		if want := rawFrame(wire.KeyMetadataUpdate, 1, rawBuf(nil).u16(uint16(wire.CodeStreamNotAvailable)).str("sacdel")); !bytes.Equal(f.raw, want) {
 			t.Fatalf("MetadataUpdate\n got % x\nwant % x", f.raw, want)
 		}
 	}
@@ -362,9 +363,9 @@ func TestRawSACStreamDeleted(t *testing.T) {
 	}
 	b.quiet() // in particular no ConsumerUpdate
 
-	c.create("sacdel", CodeOK)
-	b.expectCode(KeySubscribe, sacSubscribeBody(2, "sacdel", 10, "name", "app"), CodeOK)
-	b.replyConsumerUpdate(b.expectConsumerUpdate(2, true), offsetTypeNone, 0)
+	c.create("sacdel", wire.CodeOK)
+	b.expectCode(wire.KeySubscribe, sacSubscribeBody(2, "sacdel", 10, "name", "app"), wire.CodeOK)
+	b.replyConsumerUpdate(b.expectConsumerUpdate(2, true), wire.OffsetTypeNone, 0)
 	b.roundTrip()
 	if got := sacGroups(tb); !slices.Equal(got, []string{"sacdel/app: 2=active"}) {
 		t.Fatalf("groups %q", got)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // filterWorkload publishes, with Publish v2, 50 filter values x 20
@@ -12,8 +14,8 @@ import (
 // expected bodies for value "v07".
 func filterWorkload(t *testing.T, c *rawConn, stream string) []string {
 	t.Helper()
-	c.create(stream, CodeOK)
-	c.declarePublisher(1, "", stream, CodeOK)
+	c.create(stream, wire.CodeOK)
+	c.declarePublisher(1, "", stream, wire.CodeOK)
 	id := uint64(1)
 	var want []string
 	for v := 0; v < 50; v++ {
@@ -29,7 +31,7 @@ func filterWorkload(t *testing.T, c *rawConn, stream string) []string {
 			ids = append(ids, id)
 			id++
 		}
-		c.write(rawFrame(KeyPublish, 2, b))
+		c.write(rawFrame(wire.KeyPublish, 2, b))
 		c.expectConfirm(1, ids...) // one frame, one write cycle, one chunk
 	}
 	return want
@@ -39,7 +41,7 @@ func filterWorkload(t *testing.T, c *rawConn, stream string) []string {
 // the bodies matching prefix until the stream's end (no Deliver for 300ms).
 func readDeliveries(t *testing.T, c *rawConn, stream string, props ...string) (frameBytes int, chunks int, got []string) {
 	t.Helper()
-	c.expectCode(KeySubscribe, rawBuf(nil).u8(1).str(stream).u16(offsetTypeFirst).u16(1000).strMap(props...), CodeOK)
+	c.expectCode(wire.KeySubscribe, rawBuf(nil).u8(1).str(stream).u16(wire.OffsetTypeFirst).u16(1000).strMap(props...), wire.CodeOK)
 	for {
 		f, err := c.readFrame(300 * time.Millisecond)
 		if isTimeout(err) {
@@ -48,7 +50,7 @@ func readDeliveries(t *testing.T, c *rawConn, stream string, props ...string) (f
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.key != KeyDeliver {
+		if f.key != wire.KeyDeliver {
 			t.Fatalf("unexpected frame 0x%04x", uint16(f.key))
 		}
 		frameBytes += len(f.raw)
@@ -89,7 +91,7 @@ func TestFilterBandwidth(t *testing.T) {
 		allBytes, allChunks, fBytes, fChunks, 100*float64(fBytes)/float64(allBytes))
 
 	// match-unfiltered also brings chunks without filter values.
-	pub.declarePublisher(2, "", "f", CodeOK)
+	pub.declarePublisher(2, "", "f", wire.CodeOK)
 	pub.publish(2, 1, "plain-1")
 	pub.expectConfirm(2, 1)
 	_, _, got = readDeliveries(t, rawOpen(t, tb, 0), "f", "filter.0", "v07", "match-unfiltered", "true")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // startFuzzBroker starts the broker FuzzFrames talks to. FuzzFrames runs
@@ -50,31 +51,31 @@ func fuzzSeedFrames() [][]byte {
 	entry := rawBuf(nil).simpleEntry("hello")
 	subBatch := rawBuf(nil).u8(0x80).u16(2).u32(10).u32(10).simpleEntry("a").simpleEntry("b")
 	return [][]byte{
-		rawFrame(KeyCreate, 1, corr(1).str("fz").strMap("max-age", "1h", "stream-filter-size-bytes", "16")),
+		rawFrame(wire.KeyCreate, 1, corr(1).str("fz").strMap("max-age", "1h", "stream-filter-size-bytes", "16")),
 		// Before any Subscribe: see TestRawDeliverVersionSwitchWhileDelivering.
-		rawFrame(KeyExchangeCommandVersions, 1, corr(9).u32(1).u16(uint16(KeyDeliver)).u16(1).u16(2)),
-		rawFrame(KeyDeclarePublisher, 1, corr(2).u8(1).str("ref").str("fz")),
-		rawFrame(KeyPublish, 1, rawBuf(nil).u8(1).u32(2).u64(1).raw(entry...).u64(2).raw(subBatch...)),
-		rawFrame(KeyPublish, 2, rawBuf(nil).u8(1).u32(2).u64(3).str("filter").raw(entry...).u64(4).u16(0xffff).raw(entry...)),
-		rawFrame(KeyQueryPublisherSequence, 1, corr(3).str("ref").str("fz")),
-		rawFrame(KeySubscribe, 1, corr(4).u8(1).str("fz").u16(offsetTypeFirst).u16(2)),
-		rawFrame(KeySubscribe, 1, corr(5).u8(2).str("fz").u16(offsetTypeOffset).u64(1).u16(1).strMap("filter.0", "filter", "match-unfiltered", "true")),
-		rawFrame(KeyCredit, 1, rawBuf(nil).u8(1).u16(3)),
-		rawFrame(KeyStoreOffset, 1, rawBuf(nil).str("app").str("fz").u64(2)),
-		rawFrame(KeyQueryOffset, 1, corr(6).str("app").str("fz")),
-		rawFrame(KeyUnsubscribe, 1, corr(7).u8(1)),
-		rawFrame(KeyMetadata, 1, corr(8).u32(2).str("fz").str("none")),
-		rawFrame(KeyStreamStats, 1, corr(10).str("fz")),
-		rawFrame(KeyResolveOffsetSpec, 1, corr(11).str("fz").u16(offsetTypeTimestamp).u64(0).strMap()),
-		rawFrame(KeyRoute, 1, corr(12).str("key").str("super")),
-		rawFrame(KeyPartitions, 1, corr(13).str("super")),
-		rawFrame(KeyCreateSuperStream, 1, corr(14).str("super").u32(1).str("super-0").u32(1).str("0").strMap()),
-		rawFrame(KeyDeleteSuperStream, 1, corr(15).str("super")),
-		rawFrame(KeyConsumerUpdate|responseBit, 1, corr(16).u16(uint16(CodeOK)).u16(offsetTypeNext)),
-		rawFrame(KeyHeartbeat, 1, nil),
-		rawFrame(KeyDeletePublisher, 1, corr(17).u8(1)),
-		rawFrame(KeyDelete, 1, corr(18).str("fz")),
-		rawFrame(KeyClose, 1, corr(19).u16(uint16(CodeOK)).str("bye")),
+		rawFrame(wire.KeyExchangeCommandVersions, 1, corr(9).u32(1).u16(uint16(wire.KeyDeliver)).u16(1).u16(2)),
+		rawFrame(wire.KeyDeclarePublisher, 1, corr(2).u8(1).str("ref").str("fz")),
+		rawFrame(wire.KeyPublish, 1, rawBuf(nil).u8(1).u32(2).u64(1).raw(entry...).u64(2).raw(subBatch...)),
+		rawFrame(wire.KeyPublish, 2, rawBuf(nil).u8(1).u32(2).u64(3).str("filter").raw(entry...).u64(4).u16(0xffff).raw(entry...)),
+		rawFrame(wire.KeyQueryPublisherSequence, 1, corr(3).str("ref").str("fz")),
+		rawFrame(wire.KeySubscribe, 1, corr(4).u8(1).str("fz").u16(wire.OffsetTypeFirst).u16(2)),
+		rawFrame(wire.KeySubscribe, 1, corr(5).u8(2).str("fz").u16(wire.OffsetTypeOffset).u64(1).u16(1).strMap("filter.0", "filter", "match-unfiltered", "true")),
+		rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(1).u16(3)),
+		rawFrame(wire.KeyStoreOffset, 1, rawBuf(nil).str("app").str("fz").u64(2)),
+		rawFrame(wire.KeyQueryOffset, 1, corr(6).str("app").str("fz")),
+		rawFrame(wire.KeyUnsubscribe, 1, corr(7).u8(1)),
+		rawFrame(wire.KeyMetadata, 1, corr(8).u32(2).str("fz").str("none")),
+		rawFrame(wire.KeyStreamStats, 1, corr(10).str("fz")),
+		rawFrame(wire.KeyResolveOffsetSpec, 1, corr(11).str("fz").u16(wire.OffsetTypeTimestamp).u64(0).strMap()),
+		rawFrame(wire.KeyRoute, 1, corr(12).str("key").str("super")),
+		rawFrame(wire.KeyPartitions, 1, corr(13).str("super")),
+		rawFrame(wire.KeyCreateSuperStream, 1, corr(14).str("super").u32(1).str("super-0").u32(1).str("0").strMap()),
+		rawFrame(wire.KeyDeleteSuperStream, 1, corr(15).str("super")),
+		rawFrame(wire.KeyConsumerUpdate|wire.ResponseBit, 1, corr(16).u16(uint16(wire.CodeOK)).u16(wire.OffsetTypeNext)),
+		rawFrame(wire.KeyHeartbeat, 1, nil),
+		rawFrame(wire.KeyDeletePublisher, 1, corr(17).u8(1)),
+		rawFrame(wire.KeyDelete, 1, corr(18).str("fz")),
+		rawFrame(wire.KeyClose, 1, corr(19).u16(uint16(wire.CodeOK)).str("bye")),
 	}
 }
 
@@ -93,9 +94,9 @@ func FuzzFrames(f *testing.F) {
 	// Create, publish, subscribe, then Delete: a stream deleted under a
 	// subscription.
 	f.Add(append(bytes.Join(frames[:7], nil), frames[len(frames)-2]...))
-	f.Add([]byte(rawBuf(nil).u32(1 << 30).u16(uint16(KeyPublish)).u16(1))) // oversize
-	f.Add([]byte(rawBuf(nil).u32(4).u16(0x4242).u16(1)))                   // unknown key
-	f.Add([]byte(rawBuf(nil).u32(0)))                                      // runt
+	f.Add([]byte(rawBuf(nil).u32(1 << 30).u16(uint16(wire.KeyPublish)).u16(1))) // oversize
+	f.Add([]byte(rawBuf(nil).u32(4).u16(0x4242).u16(1)))                        // unknown key
+	f.Add([]byte(rawBuf(nil).u32(0)))                                           // runt
 	addr := startFuzzBroker(f)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzConn(t, addr, data) })
 }
@@ -121,7 +122,7 @@ func FuzzCommands(f *testing.F) {
 			key, version, n := binary.BigEndian.Uint16(data), data[2], int(binary.BigEndian.Uint16(data[3:]))
 			body := data[5:min(len(data), 5+n)]
 			data = data[len(body)+5:]
-			framed = append(framed, rawFrame(Key(key), uint16(version), body)...)
+			framed = append(framed, rawFrame(wire.Key(key), uint16(version), body)...)
 		}
 		fuzzConn(t, addr, framed)
 	})

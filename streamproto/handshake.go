@@ -9,38 +9,39 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // dispatchHandshake handles frames before the connection is open:
 // PeerProperties, SaslHandshake, SaslAuthenticate, Tune, Open, Close and
 // Heartbeat. Anything else, or a malformed frame, drops the connection.
-func (c *conn) dispatchHandshake(key Key, r *reader) error {
+func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 	var err error
 	switch key {
-	case KeyPeerProperties:
+	case wire.KeyPeerProperties:
 		c.handlePeerProperties(r)
-	case KeySaslHandshake:
+	case wire.KeySaslHandshake:
 		corr := r.u32()
 		if r.err == nil {
 			c.out.frame(func(b []byte) []byte {
-				b, start := beginResponse(b, KeySaslHandshake, corr, CodeOK)
-				b = appendU32(b, 2)
-				b = appendString(b, "PLAIN")
-				b = appendString(b, "AMQPLAIN")
-				return endFrame(b, start)
+				b, start := wire.BeginResponse(b, wire.KeySaslHandshake, corr, wire.CodeOK)
+				b = wire.AppendU32(b, 2)
+				b = wire.AppendString(b, "PLAIN")
+				b = wire.AppendString(b, "AMQPLAIN")
+				return wire.EndFrame(b, start)
 			})
 		}
-	case KeySaslAuthenticate:
+	case wire.KeySaslAuthenticate:
 		err = c.handleSaslAuthenticate(r)
-	case KeyTune, KeyTune | responseBit:
+	case wire.KeyTune, wire.KeyTune | wire.ResponseBit:
 		c.handleTune(r)
-	case KeyOpen:
+	case wire.KeyOpen:
 		err = c.handleOpen(r)
-	case KeyHeartbeat:
-	case KeyClose:
+	case wire.KeyHeartbeat:
+	case wire.KeyClose:
 		corr := r.u32()
 		if r.err == nil {
-			c.respond(KeyClose, corr, CodeOK)
+			c.respond(wire.KeyClose, corr, wire.CodeOK)
 			c.closed = true
 		}
 		return errCloseConn
@@ -73,9 +74,9 @@ func (c *conn) handlePeerProperties(r *reader) {
 		"version":      ServerVersion,
 	}
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyPeerProperties, corr, CodeOK)
-		b = appendStringMap(b, serverPropertyKeys, props)
-		return endFrame(b, start)
+		b, start := wire.BeginResponse(b, wire.KeyPeerProperties, corr, wire.CodeOK)
+		b = wire.AppendStringMap(b, serverPropertyKeys, props)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -87,7 +88,7 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		return nil
 	}
 	if c.state != stateNew && c.state != stateOpen {
-		c.respond(KeySaslAuthenticate, corr, CodeSASLError)
+		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
 	var user, pass string
@@ -98,30 +99,30 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 	case "AMQPLAIN":
 		user, pass, ok = parseAMQPlain(data)
 	default:
-		c.respond(KeySaslAuthenticate, corr, CodeSASLMechanismNotSupported)
+		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLMechanismNotSupported)
 		return errCloseConn
 	}
 	if !ok {
-		c.respond(KeySaslAuthenticate, corr, CodeSASLError)
+		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
 	if _, err := c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
-		code := CodeAuthenticationFailure
+		code := wire.CodeAuthenticationFailure
 		if errors.Is(err, queues.ErrLoopbackOnly) {
-			code = CodeAuthenticationLoopback
+			code = wire.CodeAuthenticationLoopback
 		}
 		c.log.Info("stream authentication failed", "user", user, "err", err)
-		c.respond(KeySaslAuthenticate, corr, code)
+		c.respond(wire.KeySaslAuthenticate, corr, code)
 		return errCloseConn
 	}
 	c.user, c.mechanism = user, mech
 	c.state = stateAuthenticated
-	c.respond(KeySaslAuthenticate, corr, CodeOK)
+	c.respond(wire.KeySaslAuthenticate, corr, wire.CodeOK)
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyTune, 1)
-		b = appendU32(b, c.srv.frameMax)
-		b = appendU32(b, c.srv.heartbeat)
-		return endFrame(b, start)
+		b, start := wire.BeginFrame(b, wire.KeyTune, 1)
+		b = wire.AppendU32(b, c.srv.frameMax)
+		b = wire.AppendU32(b, c.srv.heartbeat)
+		return wire.EndFrame(b, start)
 	})
 	return nil
 }
@@ -195,7 +196,7 @@ func (c *conn) handleOpen(r *reader) error {
 	}
 	if err := c.srv.broker.CheckVHostAccess(c.user, vhost); err != nil {
 		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
-		c.respond(KeyOpen, corr, CodeVirtualHostAccessFailure)
+		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
 		return errCloseConn
 	}
 	c.mu.Lock()
@@ -209,9 +210,9 @@ func (c *conn) handleOpen(r *reader) error {
 	props := map[string]string{"advertised_host": c.srv.advertiseHost, "advertised_port": c.srv.advertisePort}
 	keys := slices.Sorted(maps.Keys(props))
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyOpen, corr, CodeOK)
-		b = appendStringMap(b, keys, props)
-		return endFrame(b, start)
+		b, start := wire.BeginResponse(b, wire.KeyOpen, corr, wire.CodeOK)
+		b = wire.AppendStringMap(b, keys, props)
+		return wire.EndFrame(b, start)
 	})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 func (c *conn) handleCreate(r *reader) {
@@ -19,16 +20,16 @@ func (c *conn) handleCreate(r *reader) {
 	// RabbitMQ strips CR and LF from names.
 	stream = strings.NewReplacer("\r", "", "\n", "").Replace(stream)
 	vhost := c.vhost()
-	code := CodeOK
+	code := wire.CodeOK
 	switch {
 	case !queues.ValidStreamName(stream):
-		code = CodePreconditionFailed
+		code = wire.CodePreconditionFailed
 	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil:
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	default:
 		code = c.codeFor(c.srv.broker.CreateStream(vhost, stream, args), "create stream", stream)
 	}
-	c.respond(KeyCreate, corr, code)
+	c.respond(wire.KeyCreate, corr, code)
 }
 
 func (c *conn) handleDelete(r *reader) {
@@ -38,15 +39,15 @@ func (c *conn) handleDelete(r *reader) {
 		return
 	}
 	vhost := c.vhost()
-	code := CodeOK
+	code := wire.CodeOK
 	if _, err := c.srv.broker.Stream(vhost, stream); err != nil {
-		code = CodeStreamDoesNotExist
+		code = wire.CodeStreamDoesNotExist
 	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermConfigure, stream) != nil {
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	} else {
 		code = c.codeFor(c.srv.broker.DeleteStream(vhost, stream), "delete stream", stream)
 	}
-	c.respond(KeyDelete, corr, code)
+	c.respond(wire.KeyDelete, corr, code)
 }
 
 // handleMetadata answers with this broker and, per stream, its leader
@@ -59,40 +60,40 @@ func (c *conn) handleMetadata(r *reader) {
 		return
 	}
 	vhost := c.vhost()
-	codes := make([]Code, len(streams))
+	codes := make([]wire.Code, len(streams))
 	for i, name := range streams {
 		switch {
 		case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) != nil &&
 			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil:
-			codes[i] = CodeAccessRefused
+			codes[i] = wire.CodeAccessRefused
 		default:
 			if _, err := c.srv.broker.Stream(vhost, name); err != nil {
-				codes[i] = CodeStreamDoesNotExist
+				codes[i] = wire.CodeStreamDoesNotExist
 			} else {
-				codes[i] = CodeOK
+				codes[i] = wire.CodeOK
 			}
 		}
 	}
 	port, _ := strconv.ParseUint(c.srv.advertisePort, 10, 16)
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyMetadata|responseBit, 1)
-		b = appendU32(b, corr)
-		b = appendU32(b, 1) // brokers
-		b = appendU16(b, 0)
-		b = appendString(b, c.srv.advertiseHost)
-		b = appendU32(b, uint32(port))
-		b = appendU32(b, uint32(len(streams)))
+		b, start := wire.BeginFrame(b, wire.KeyMetadata|wire.ResponseBit, 1)
+		b = wire.AppendU32(b, corr)
+		b = wire.AppendU32(b, 1) // brokers
+		b = wire.AppendU16(b, 0)
+		b = wire.AppendString(b, c.srv.advertiseHost)
+		b = wire.AppendU32(b, uint32(port))
+		b = wire.AppendU32(b, uint32(len(streams)))
 		for i, name := range streams {
-			b = appendString(b, name)
-			b = appendU16(b, uint16(codes[i]))
-			if codes[i] == CodeOK {
-				b = appendU16(b, 0)
+			b = wire.AppendString(b, name)
+			b = wire.AppendU16(b, uint16(codes[i]))
+			if codes[i] == wire.CodeOK {
+				b = wire.AppendU16(b, 0)
 			} else {
-				b = appendU16(b, 0xffff)
+				b = wire.AppendU16(b, 0xffff)
 			}
-			b = appendU32(b, 0) // no replicas
+			b = wire.AppendU32(b, 0) // no replicas
 		}
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -104,34 +105,34 @@ func (c *conn) handleStreamStats(r *reader) {
 	}
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
-	code := CodeOK
+	code := wire.CodeOK
 	var st osiris.Stats
 	switch {
 	case err != nil:
-		code = CodeStreamDoesNotExist
+		code = wire.CodeStreamDoesNotExist
 	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil:
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	default:
 		st = s.Stats()
 	}
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyStreamStats, corr, code)
-		if code != CodeOK {
-			b = appendU32(b, 0)
-			return endFrame(b, start)
+		b, start := wire.BeginResponse(b, wire.KeyStreamStats, corr, code)
+		if code != wire.CodeOK {
+			b = wire.AppendU32(b, 0)
+			return wire.EndFrame(b, start)
 		}
 		first := int64(st.FirstOffset)
 		if st.CommittedChunkID < 0 {
 			first = -1
 		}
-		b = appendU32(b, 3)
-		b = appendString(b, "committed_chunk_id")
-		b = appendU64(b, uint64(st.CommittedChunkID))
-		b = appendString(b, "first_chunk_id")
-		b = appendU64(b, uint64(first))
-		b = appendString(b, "last_chunk_id")
-		b = appendU64(b, uint64(st.LastChunkID))
-		return endFrame(b, start)
+		b = wire.AppendU32(b, 3)
+		b = wire.AppendString(b, "committed_chunk_id")
+		b = wire.AppendU64(b, uint64(st.CommittedChunkID))
+		b = wire.AppendString(b, "first_chunk_id")
+		b = wire.AppendU64(b, uint64(first))
+		b = wire.AppendString(b, "last_chunk_id")
+		b = wire.AppendU64(b, uint64(st.LastChunkID))
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -139,8 +140,8 @@ func (c *conn) handleExchangeCommandVersions(r *reader) {
 	corr := r.u32()
 	n := r.count(6)
 	for i := 0; i < n && r.err == nil; i++ {
-		key, _, maxV := Key(r.u16()), r.u16(), r.u16()
-		if key == KeyDeliver && maxV >= 2 {
+		key, _, maxV := wire.Key(r.u16()), r.u16(), r.u16()
+		if key == wire.KeyDeliver && maxV >= 2 {
 			c.deliverV2 = true
 		}
 	}
@@ -148,14 +149,14 @@ func (c *conn) handleExchangeCommandVersions(r *reader) {
 		return
 	}
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyExchangeCommandVersions, corr, CodeOK)
-		b = appendU32(b, uint32(len(serverCommandVersions)))
-		for _, v := range serverCommandVersions {
-			b = appendU16(b, v[0])
-			b = appendU16(b, v[1])
-			b = appendU16(b, v[2])
+		b, start := wire.BeginResponse(b, wire.KeyExchangeCommandVersions, corr, wire.CodeOK)
+		b = wire.AppendU32(b, uint32(len(wire.ServerCommandVersions)))
+		for _, v := range wire.ServerCommandVersions {
+			b = wire.AppendU16(b, v[0])
+			b = wire.AppendU16(b, v[1])
+			b = wire.AppendU16(b, v[2])
 		}
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -172,30 +173,30 @@ func (c *conn) handleResolveOffsetSpec(r *reader) {
 	if r.err != nil {
 		return
 	}
-	code, offset := CodeOK, uint64(0)
+	code, offset := wire.CodeOK, uint64(0)
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
 	switch {
 	case !ok:
-		code = CodePreconditionFailed
+		code = wire.CodePreconditionFailed
 	case err != nil:
-		code = CodeStreamDoesNotExist
+		code = wire.CodeStreamDoesNotExist
 	case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil:
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	default:
 		rd, err := s.NewReader(spec, readerOptions(props))
 		if err != nil {
-			code = CodeNoOffset
+			code = wire.CodeNoOffset
 		} else {
 			offset = rd.NextOffset()
 			rd.Close()
 		}
 	}
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, KeyResolveOffsetSpec, corr, code)
-		b = appendU16(b, offsetTypeOffset)
-		b = appendU64(b, offset)
-		return endFrame(b, start)
+		b, start := wire.BeginResponse(b, wire.KeyResolveOffsetSpec, corr, code)
+		b = wire.AppendU16(b, wire.OffsetTypeOffset)
+		b = wire.AppendU64(b, offset)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -209,7 +210,7 @@ func (c *conn) handleRoute(r *reader) {
 		return
 	}
 	streams, err := c.srv.super.Route(c.user, c.vhost(), name, key)
-	c.respondStrings(KeyRoute, corr, c.codeFor(err, "route", name), streams)
+	c.respondStrings(wire.KeyRoute, corr, c.codeFor(err, "route", name), streams)
 }
 
 // handlePartitions answers a super stream's partitions in partition order.
@@ -220,18 +221,18 @@ func (c *conn) handlePartitions(r *reader) {
 		return
 	}
 	streams, err := c.srv.super.Partitions(c.user, c.vhost(), name)
-	c.respondStrings(KeyPartitions, corr, c.codeFor(err, "partitions", name), streams)
+	c.respondStrings(wire.KeyPartitions, corr, c.codeFor(err, "partitions", name), streams)
 }
 
 // respondStrings queues a response with a code and a string array.
-func (c *conn) respondStrings(key Key, corr uint32, code Code, list []string) {
+func (c *conn) respondStrings(key wire.Key, corr uint32, code wire.Code, list []string) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginResponse(b, key, corr, code)
-		b = appendU32(b, uint32(len(list)))
+		b, start := wire.BeginResponse(b, key, corr, code)
+		b = wire.AppendU32(b, uint32(len(list)))
 		for _, s := range list {
-			b = appendString(b, s)
+			b = wire.AppendString(b, s)
 		}
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 
@@ -245,7 +246,7 @@ func (c *conn) handleCreateSuperStream(r *reader) {
 		return
 	}
 	err := c.srv.super.Create(c.user, c.vhost(), name, partitions, keys, args)
-	c.respond(KeyCreateSuperStream, corr, c.codeFor(err, "create super stream", name))
+	c.respond(wire.KeyCreateSuperStream, corr, c.codeFor(err, "create super stream", name))
 }
 
 func (c *conn) handleDeleteSuperStream(r *reader) {
@@ -255,26 +256,26 @@ func (c *conn) handleDeleteSuperStream(r *reader) {
 		return
 	}
 	err := c.srv.super.Delete(c.user, c.vhost(), name)
-	c.respond(KeyDeleteSuperStream, corr, c.codeFor(err, "delete super stream", name))
+	c.respond(wire.KeyDeleteSuperStream, corr, c.codeFor(err, "delete super stream", name))
 }
 
 // codeFor turns the outcome of a catalog operation into its response code;
 // unexpected errors are logged and answered as internal errors.
-func (c *conn) codeFor(err error, op, name string) Code {
+func (c *conn) codeFor(err error, op, name string) wire.Code {
 	switch {
 	case err == nil:
-		return CodeOK
+		return wire.CodeOK
 	case errors.Is(err, queues.ErrExists):
-		return CodeStreamAlreadyExists
+		return wire.CodeStreamAlreadyExists
 	case errors.Is(err, queues.ErrInvalidArgument):
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	case errors.Is(err, queues.ErrNotFound):
-		return CodeStreamDoesNotExist
+		return wire.CodeStreamDoesNotExist
 	case errors.Is(err, queues.ErrAccessRefused):
-		return CodeAccessRefused
+		return wire.CodeAccessRefused
 	}
 	c.log.Error(op, "name", name, "err", err)
-	return CodeInternalError
+	return wire.CodeInternalError
 }
 
 // allowed reports whether the user has permission kind on every resource.

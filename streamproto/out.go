@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warren-mq/warren/streamproto/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -272,6 +273,6 @@ func sendFile(nc net.Conn, f *os.File, pos, n int64) error {
 }
 
 func appendHeartbeat(b []byte) []byte {
-	b, start := beginFrame(b, KeyHeartbeat, 1)
-	return endFrame(b, start)
+	b, start := wire.BeginFrame(b, wire.KeyHeartbeat, 1)
+	return wire.EndFrame(b, start)
 }

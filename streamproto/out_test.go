@@ -137,3 +137,12 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// Ensure appendHeartbeat writes the whole Heartbeat frame: size 4, key,
+// version 1.
+func TestAppendHeartbeat(t *testing.T) {
+	want := []byte{0x00, 0x00, 0x00, 0x04, 0x00, 0x17, 0x00, 0x01}
+	if got := appendHeartbeat(nil); !bytes.Equal(got, want) {
+		t.Errorf("appendHeartbeat = % x, want % x", got, want)
+	}
+}

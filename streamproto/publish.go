@@ -8,6 +8,7 @@ import (
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/segment"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // publisher is a declared publisher.
@@ -26,35 +27,35 @@ func (c *conn) handleDeclarePublisher(r *reader) {
 	if r.err != nil {
 		return
 	}
-	c.respond(KeyDeclarePublisher, corr, c.declarePublisher(id, ref, stream))
+	c.respond(wire.KeyDeclarePublisher, corr, c.declarePublisher(id, ref, stream))
 }
 
-func (c *conn) declarePublisher(id uint8, ref, stream string) Code {
+func (c *conn) declarePublisher(id uint8, ref, stream string) wire.Code {
 	if len(ref) > osiris.MaxReferenceLen {
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	vhost := c.vhost()
 	s, err := c.srv.broker.Stream(vhost, stream)
 	if err != nil {
-		return CodeStreamDoesNotExist
+		return wire.CodeStreamDoesNotExist
 	}
 	if err := c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, stream); err != nil {
-		return CodeAccessRefused
+		return wire.CodeAccessRefused
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.mu.publishers[id]; ok {
-		return CodePreconditionFailed
+		return wire.CodePreconditionFailed
 	}
 	if ref != "" {
 		for _, p := range c.mu.publishers {
 			if p.reference == ref && p.stream == stream {
-				return CodePreconditionFailed
+				return wire.CodePreconditionFailed
 			}
 		}
 	}
 	c.mu.publishers[id] = &publisher{id: id, reference: ref, stream: stream, s: s}
-	return CodeOK
+	return wire.CodeOK
 }
 
 func (c *conn) handleDeletePublisher(r *reader) {
@@ -67,11 +68,11 @@ func (c *conn) handleDeletePublisher(r *reader) {
 	_, ok := c.mu.publishers[id]
 	delete(c.mu.publishers, id)
 	c.mu.Unlock()
-	code := CodeOK
+	code := wire.CodeOK
 	if !ok {
-		code = CodePublisherDoesNotExist
+		code = wire.CodePublisherDoesNotExist
 	}
-	c.respond(KeyDeletePublisher, corr, code)
+	c.respond(wire.KeyDeletePublisher, corr, code)
 }
 
 func (c *conn) handleQueryPublisherSequence(r *reader) {
@@ -81,22 +82,22 @@ func (c *conn) handleQueryPublisherSequence(r *reader) {
 	if r.err != nil {
 		return
 	}
-	code, seq := CodeOK, uint64(0)
+	code, seq := wire.CodeOK, uint64(0)
 	vhost := c.vhost()
 	if s, err := c.srv.broker.Stream(vhost, stream); err != nil {
-		code = CodeStreamDoesNotExist
+		code = wire.CodeStreamDoesNotExist
 	} else if c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, stream) != nil {
-		code = CodeAccessRefused
+		code = wire.CodeAccessRefused
 	} else {
 		seq = s.PublisherSequence(ref)
 	}
-	c.respondU64(KeyQueryPublisherSequence, corr, code, seq)
+	c.respondU64(wire.KeyQueryPublisherSequence, corr, code, seq)
 }
 
 // publishedID is one message's publishing id and, on error, its code.
 type publishedID struct {
 	id   uint64
-	code Code
+	code wire.Code
 }
 
 // pubFrame is a Publish frame and the batch made of it. Frames are
@@ -138,23 +139,23 @@ func (pf *pubFrame) done(res osiris.Result) {
 	if res.Err != nil {
 		errs := make([]publishedID, len(msgs))
 		for i, m := range msgs {
-			errs[i] = publishedID{m.PublishingID, CodeInternalError}
+			errs[i] = publishedID{m.PublishingID, wire.CodeInternalError}
 		}
 		if errors.Is(res.Err, osiris.ErrClosed) {
 			for i := range errs {
-				errs[i].code = CodeStreamNotAvailable
+				errs[i].code = wire.CodeStreamNotAvailable
 			}
 		}
 		c.publishErrors(pubID, errs)
 	} else {
 		c.out.frame(func(b []byte) []byte {
-			b, start := beginFrame(b, KeyPublishConfirm, 1)
+			b, start := wire.BeginFrame(b, wire.KeyPublishConfirm, 1)
 			b = append(b, pubID)
-			b = appendU32(b, uint32(len(msgs)))
+			b = wire.AppendU32(b, uint32(len(msgs)))
 			for _, m := range msgs {
-				b = appendU64(b, m.PublishingID)
+				b = wire.AppendU64(b, m.PublishingID)
 			}
-			return endFrame(b, start)
+			return wire.EndFrame(b, start)
 		})
 	}
 	c.returnPublishCredits(len(msgs))
@@ -196,21 +197,21 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 			}
 			// As RabbitMQ does: refuse the invalid entry and every entry
 			// after it in the frame.
-			failed = append(failed, publishedID{id, CodePreconditionFailed})
+			failed = append(failed, publishedID{id, wire.CodePreconditionFailed})
 			for i++; i < n && r.err == nil; i++ {
 				id := r.u64()
 				if version >= 2 {
 					r.stringBytes()
 				}
 				if r.err == nil && skipEntry(r) {
-					failed = append(failed, publishedID{id, CodePreconditionFailed})
+					failed = append(failed, publishedID{id, wire.CodePreconditionFailed})
 				}
 			}
 			break
 		}
 		r.b = rest
 		if version >= 2 && filter != nil && e.SubBatch {
-			failed = append(failed, publishedID{id, CodePreconditionFailed})
+			failed = append(failed, publishedID{id, wire.CodePreconditionFailed})
 			continue
 		}
 		msgs = append(msgs, osiris.Message{Entry: e.Raw, Filter: filter, PublishingID: id})
@@ -221,7 +222,7 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 	}
 	if p == nil {
 		for _, m := range msgs {
-			failed = append(failed, publishedID{m.PublishingID, CodePublisherDoesNotExist})
+			failed = append(failed, publishedID{m.PublishingID, wire.CodePublisherDoesNotExist})
 		}
 		msgs = nil
 	}
@@ -243,14 +244,14 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 
 func (c *conn) publishErrors(pubID uint8, errs []publishedID) {
 	c.out.frame(func(b []byte) []byte {
-		b, start := beginFrame(b, KeyPublishError, 1)
+		b, start := wire.BeginFrame(b, wire.KeyPublishError, 1)
 		b = append(b, pubID)
-		b = appendU32(b, uint32(len(errs)))
+		b = wire.AppendU32(b, uint32(len(errs)))
 		for _, e := range errs {
-			b = appendU64(b, e.id)
-			b = appendU16(b, uint16(e.code))
+			b = wire.AppendU64(b, e.id)
+			b = wire.AppendU16(b, uint16(e.code))
 		}
-		return endFrame(b, start)
+		return wire.EndFrame(b, start)
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // rawTimeout bounds every read and write of the raw client.
@@ -59,13 +60,13 @@ func (b rawBuf) strMap(kv ...string) rawBuf {
 func (b rawBuf) simpleEntry(data string) rawBuf { return append(b.u32(uint32(len(data))), data...) }
 
 // rawFrame returns a whole frame: u32 size, u16 key, u16 version, body.
-func rawFrame(key Key, version uint16, body rawBuf) []byte {
+func rawFrame(key wire.Key, version uint16, body rawBuf) []byte {
 	return rawBuf(nil).u32(uint32(4 + len(body))).u16(uint16(key)).u16(version).raw(body...)
 }
 
 // rawIn is a frame read from the server.
 type rawIn struct {
-	key     Key
+	key     wire.Key
 	version uint16
 	body    []byte // after key and version
 	raw     []byte // the whole frame, size included
@@ -113,7 +114,7 @@ func (c *rawConn) write(frames ...[]byte) {
 
 // request sends a version 1 request with a new correlation id in front of
 // body and returns the id.
-func (c *rawConn) request(key Key, body rawBuf) uint32 {
+func (c *rawConn) request(key wire.Key, body rawBuf) uint32 {
 	c.t.Helper()
 	c.corr++
 	c.write(rawFrame(key, 1, rawBuf(nil).u32(c.corr).raw(body...)))
@@ -124,7 +125,7 @@ func (c *rawConn) request(key Key, body rawBuf) uint32 {
 func (c *rawConn) readFrame(d time.Duration) (rawIn, error) {
 	for {
 		f, err := c.readAnyFrame(d)
-		if err != nil || f.key != KeyHeartbeat {
+		if err != nil || f.key != wire.KeyHeartbeat {
 			return f, err
 		}
 	}
@@ -147,7 +148,7 @@ func (c *rawConn) readAnyFrame(d time.Duration) (rawIn, error) {
 		return rawIn{}, fmt.Errorf("frame of %d bytes: %w", n, err)
 	}
 	return rawIn{
-		key:     Key(binary.BigEndian.Uint16(raw[4:])),
+		key:     wire.Key(binary.BigEndian.Uint16(raw[4:])),
 		version: binary.BigEndian.Uint16(raw[6:]),
 		body:    raw[8:],
 		raw:     raw,
@@ -165,7 +166,7 @@ func (c *rawConn) next() rawIn {
 }
 
 // expect reads the next frame and checks its key and version.
-func (c *rawConn) expect(key Key, version uint16) rawIn {
+func (c *rawConn) expect(key wire.Key, version uint16) rawIn {
 	c.t.Helper()
 	f := c.next()
 	if f.key != key || f.version != version {
@@ -177,14 +178,14 @@ func (c *rawConn) expect(key Key, version uint16) rawIn {
 
 // response reads the response to request corr of key and returns its code
 // and a reader over the fields after the code.
-func (c *rawConn) response(key Key, corr uint32) (Code, *reader) {
+func (c *rawConn) response(key wire.Key, corr uint32) (wire.Code, *reader) {
 	c.t.Helper()
-	f := c.expect(key|responseBit, 1)
+	f := c.expect(key|wire.ResponseBit, 1)
 	r := f.fields()
 	if got := r.u32(); got != corr {
 		c.t.Fatalf("response 0x%04x: correlation id %d, want %d", uint16(f.key), got, corr)
 	}
-	code := Code(r.u16())
+	code := wire.Code(r.u16())
 	if r.err != nil {
 		c.t.Fatalf("response 0x%04x: %v", uint16(f.key), r.err)
 	}
@@ -192,13 +193,13 @@ func (c *rawConn) response(key Key, corr uint32) (Code, *reader) {
 }
 
 // call sends a request and returns the response code and fields.
-func (c *rawConn) call(key Key, body rawBuf) (Code, *reader) {
+func (c *rawConn) call(key wire.Key, body rawBuf) (wire.Code, *reader) {
 	c.t.Helper()
 	return c.response(key, c.request(key, body))
 }
 
 // expectCode sends a request and checks the response code.
-func (c *rawConn) expectCode(key Key, body rawBuf, want Code) *reader {
+func (c *rawConn) expectCode(key wire.Key, body rawBuf, want wire.Code) *reader {
 	c.t.Helper()
 	code, r := c.call(key, body)
 	if code != want {
@@ -237,12 +238,12 @@ func (c *rawConn) expectClosed() {
 
 // expectServerClose checks for a server Close with code, then that the
 // connection is closed.
-func (c *rawConn) expectServerClose(code Code) {
+func (c *rawConn) expectServerClose(code wire.Code) {
 	c.t.Helper()
-	f := c.expect(KeyClose, 1)
+	f := c.expect(wire.KeyClose, 1)
 	r := f.fields()
 	r.u32() // the server's correlation id
-	got := Code(r.u16())
+	got := wire.Code(r.u16())
 	reason := r.string()
 	if r.err != nil || !r.empty() {
 		c.t.Fatalf("Close frame % x: err %v, %d bytes left", f.raw, r.err, len(r.b))
@@ -264,8 +265,8 @@ func head(b []byte) []byte { return b[:min(len(b), 64)] }
 // peerProperties exchanges peer properties and returns the server's.
 func (c *rawConn) peerProperties() map[string]string {
 	c.t.Helper()
-	code, r := c.call(KeyPeerProperties, rawBuf(nil).strMap("product", "warren-rawproto-test", "version", "0.0.1"))
-	if code != CodeOK {
+	code, r := c.call(wire.KeyPeerProperties, rawBuf(nil).strMap("product", "warren-rawproto-test", "version", "0.0.1"))
+	if code != wire.CodeOK {
 		c.t.Fatalf("PeerProperties: code 0x%02x", uint16(code))
 	}
 	props := r.stringMap()
@@ -276,9 +277,9 @@ func (c *rawConn) peerProperties() map[string]string {
 }
 
 // authenticate runs SaslAuthenticate and returns the code.
-func (c *rawConn) authenticate(mechanism string, data []byte) Code {
+func (c *rawConn) authenticate(mechanism string, data []byte) wire.Code {
 	c.t.Helper()
-	code, r := c.call(KeySaslAuthenticate, rawBuf(nil).str(mechanism).bin(data))
+	code, r := c.call(wire.KeySaslAuthenticate, rawBuf(nil).str(mechanism).bin(data))
 	if !r.empty() {
 		c.t.Fatalf("SaslAuthenticate response has %d bytes after the code", len(r.b))
 	}
@@ -290,13 +291,13 @@ func plain(user, pass string) []byte { return []byte("\x00" + user + "\x00" + pa
 // tune reads the server's Tune and replies with frameMax and no heartbeat.
 func (c *rawConn) tune(frameMax uint32) (serverFrameMax, serverHeartbeat uint32) {
 	c.t.Helper()
-	f := c.expect(KeyTune, 1)
+	f := c.expect(wire.KeyTune, 1)
 	r := f.fields()
 	serverFrameMax, serverHeartbeat = r.u32(), r.u32()
 	if r.err != nil || !r.empty() {
 		c.t.Fatalf("Tune % x: err %v, %d bytes left", f.raw, r.err, len(r.b))
 	}
-	c.write(rawFrame(KeyTune|responseBit, 1, rawBuf(nil).u32(frameMax).u32(0)))
+	c.write(rawFrame(wire.KeyTune|wire.ResponseBit, 1, rawBuf(nil).u32(frameMax).u32(0)))
 	return serverFrameMax, serverHeartbeat
 }
 
@@ -305,12 +306,12 @@ func (c *rawConn) tune(frameMax uint32) (serverFrameMax, serverHeartbeat uint32)
 func (c *rawConn) handshake(frameMax uint32) {
 	c.t.Helper()
 	c.peerProperties()
-	c.expectCode(KeySaslHandshake, nil, CodeOK)
-	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != CodeOK {
+	c.expectCode(wire.KeySaslHandshake, nil, wire.CodeOK)
+	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != wire.CodeOK {
 		c.t.Fatalf("SaslAuthenticate: code 0x%02x", uint16(code))
 	}
 	c.tune(frameMax)
-	r := c.expectCode(KeyOpen, rawBuf(nil).str("/"), CodeOK)
+	r := c.expectCode(wire.KeyOpen, rawBuf(nil).str("/"), wire.CodeOK)
 	r.stringMap()
 	if r.err != nil || !r.empty() {
 		c.t.Fatalf("Open response: err %v, %d bytes left", r.err, len(r.b))
@@ -318,15 +319,15 @@ func (c *rawConn) handshake(frameMax uint32) {
 }
 
 // create creates stream name with args and checks the code.
-func (c *rawConn) create(name string, want Code, args ...string) {
+func (c *rawConn) create(name string, want wire.Code, args ...string) {
 	c.t.Helper()
-	c.expectCode(KeyCreate, rawBuf(nil).str(name).strMap(args...), want)
+	c.expectCode(wire.KeyCreate, rawBuf(nil).str(name).strMap(args...), want)
 }
 
 // declarePublisher declares publisher id on stream.
-func (c *rawConn) declarePublisher(id uint8, ref, stream string, want Code) {
+func (c *rawConn) declarePublisher(id uint8, ref, stream string, want wire.Code) {
 	c.t.Helper()
-	c.expectCode(KeyDeclarePublisher, rawBuf(nil).u8(id).str(ref).str(stream), want)
+	c.expectCode(wire.KeyDeclarePublisher, rawBuf(nil).u8(id).str(ref).str(stream), want)
 }
 
 // publish sends one Publish v1 frame with simple entries for bodies,
@@ -337,32 +338,32 @@ func (c *rawConn) publish(pubID uint8, firstID uint64, bodies ...string) {
 	for i, s := range bodies {
 		b = b.u64(firstID + uint64(i)).simpleEntry(s)
 	}
-	c.write(rawFrame(KeyPublish, 1, b))
+	c.write(rawFrame(wire.KeyPublish, 1, b))
 }
 
 // expectConfirm reads a PublishConfirm and checks its exact bytes.
 func (c *rawConn) expectConfirm(pubID uint8, ids ...uint64) {
 	c.t.Helper()
-	f := c.expect(KeyPublishConfirm, 1)
+	f := c.expect(wire.KeyPublishConfirm, 1)
 	body := rawBuf(nil).u8(pubID).u32(uint32(len(ids)))
 	for _, id := range ids {
 		body = body.u64(id)
 	}
-	if want := rawFrame(KeyPublishConfirm, 1, body); !bytes.Equal(f.raw, want) {
+	if want := rawFrame(wire.KeyPublishConfirm, 1, body); !bytes.Equal(f.raw, want) {
 		c.t.Fatalf("PublishConfirm\n got % x\nwant % x", f.raw, want)
 	}
 }
 
 // subscribe subscribes id to stream from offset type first with credit.
-func (c *rawConn) subscribe(id uint8, stream string, credit uint16, want Code) {
+func (c *rawConn) subscribe(id uint8, stream string, credit uint16, want wire.Code) {
 	c.t.Helper()
-	c.expectCode(KeySubscribe, rawBuf(nil).u8(id).str(stream).u16(offsetTypeFirst).u16(credit), want)
+	c.expectCode(wire.KeySubscribe, rawBuf(nil).u8(id).str(stream).u16(wire.OffsetTypeFirst).u16(credit), want)
 }
 
 // streamStats returns the StreamStats map of stream.
 func (c *rawConn) streamStats(stream string) map[string]int64 {
 	c.t.Helper()
-	r := c.expectCode(KeyStreamStats, rawBuf(nil).str(stream), CodeOK)
+	r := c.expectCode(wire.KeyStreamStats, rawBuf(nil).str(stream), wire.CodeOK)
 	n := r.count(10)
 	stats := map[string]int64{}
 	for range n {
@@ -401,7 +402,7 @@ func TestRawSaslHandshakeMechanisms(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	r := c.expectCode(KeySaslHandshake, nil, CodeOK)
+	r := c.expectCode(wire.KeySaslHandshake, nil, wire.CodeOK)
 	mechs := r.stringArray()
 	if r.err != nil || !r.empty() {
 		t.Fatalf("SaslHandshake response: err %v, %d bytes left", r.err, len(r.b))
@@ -418,8 +419,8 @@ func TestRawSaslWrongPassword(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	c.expectCode(KeySaslHandshake, nil, CodeOK)
-	if code := c.authenticate("PLAIN", plain("guest", "wrong")); code != CodeAuthenticationFailure {
+	c.expectCode(wire.KeySaslHandshake, nil, wire.CodeOK)
+	if code := c.authenticate("PLAIN", plain("guest", "wrong")); code != wire.CodeAuthenticationFailure {
 		t.Fatalf("code 0x%02x, want 0x08", uint16(code))
 	}
 	c.expectClosed()
@@ -431,7 +432,7 @@ func TestRawSaslUnknownMechanism(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	if code := c.authenticate("SCRAM-SHA-256", []byte("n,,n=guest,r=abc")); code != CodeSASLMechanismNotSupported {
+	if code := c.authenticate("SCRAM-SHA-256", []byte("n,,n=guest,r=abc")); code != wire.CodeSASLMechanismNotSupported {
 		t.Fatalf("code 0x%02x, want 0x07", uint16(code))
 	}
 	c.expectClosed()
@@ -455,15 +456,15 @@ func TestRawSaslAMQPLAIN(t *testing.T) {
 	t.Run("ok", func(t *testing.T) {
 		c := rawDial(t, tb.addr)
 		c.peerProperties()
-		if code := c.authenticate("AMQPLAIN", amqplain("guest", "guest")); code != CodeOK {
+		if code := c.authenticate("AMQPLAIN", amqplain("guest", "guest")); code != wire.CodeOK {
 			t.Fatalf("code 0x%02x, want 0x01", uint16(code))
 		}
 		c.tune(0)
-		c.expectCode(KeyOpen, rawBuf(nil).str("/"), CodeOK)
+		c.expectCode(wire.KeyOpen, rawBuf(nil).str("/"), wire.CodeOK)
 	})
 	t.Run("wrong password", func(t *testing.T) {
 		c := rawDial(t, tb.addr)
-		if code := c.authenticate("AMQPLAIN", amqplain("guest", "nope")); code != CodeAuthenticationFailure {
+		if code := c.authenticate("AMQPLAIN", amqplain("guest", "nope")); code != wire.CodeAuthenticationFailure {
 			t.Fatalf("code 0x%02x, want 0x08", uint16(code))
 		}
 		c.expectClosed()
@@ -471,7 +472,7 @@ func TestRawSaslAMQPLAIN(t *testing.T) {
 	t.Run("truncated table", func(t *testing.T) {
 		c := rawDial(t, tb.addr)
 		data := amqplain("guest", "guest")
-		if code := c.authenticate("AMQPLAIN", data[:len(data)-2]); code != CodeSASLError {
+		if code := c.authenticate("AMQPLAIN", data[:len(data)-2]); code != wire.CodeSASLError {
 			t.Fatalf("code 0x%02x, want 0x09", uint16(code))
 		}
 		c.expectClosed()
@@ -485,12 +486,12 @@ func TestRawTuneAfterAuth(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	c.expectCode(KeySaslHandshake, nil, CodeOK)
+	c.expectCode(wire.KeySaslHandshake, nil, wire.CodeOK)
 	c.quiet() // nothing unasked for before authentication
-	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != CodeOK {
+	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != wire.CodeOK {
 		t.Fatalf("code 0x%02x", uint16(code))
 	}
-	f := c.expect(KeyTune, 1)
+	f := c.expect(wire.KeyTune, 1)
 	want := []byte{
 		0x00, 0x00, 0x00, 0x0c, // size 12
 		0x00, 0x14, // key Tune
@@ -501,8 +502,8 @@ func TestRawTuneAfterAuth(t *testing.T) {
 	if !bytes.Equal(f.raw, want) {
 		t.Fatalf("Tune\n got % x\nwant % x", f.raw, want)
 	}
-	c.write(rawFrame(KeyTune|responseBit, 1, rawBuf(nil).u32(DefaultFrameMax).u32(0)))
-	r := c.expectCode(KeyOpen, rawBuf(nil).str("/"), CodeOK)
+	c.write(rawFrame(wire.KeyTune|wire.ResponseBit, 1, rawBuf(nil).u32(DefaultFrameMax).u32(0)))
+	r := c.expectCode(wire.KeyOpen, rawBuf(nil).str("/"), wire.CodeOK)
 	props := r.stringMap()
 	if props["advertised_host"] != tb.host || props["advertised_port"] != fmt.Sprint(tb.port) {
 		t.Errorf("Open properties %v, want advertised_host %s and advertised_port %d", props, tb.host, tb.port)
@@ -516,11 +517,11 @@ func TestRawOpenMissingVHost(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != CodeOK {
+	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != wire.CodeOK {
 		t.Fatalf("code 0x%02x", uint16(code))
 	}
 	c.tune(0)
-	c.expectCode(KeyOpen, rawBuf(nil).str("no-such-vhost"), CodeVirtualHostAccessFailure)
+	c.expectCode(wire.KeyOpen, rawBuf(nil).str("no-such-vhost"), wire.CodeVirtualHostAccessFailure)
 	c.expectClosed()
 }
 
@@ -529,7 +530,7 @@ func TestRawOpenMissingVHost(t *testing.T) {
 func paddedPeerProperties(corr uint32, size int) []byte {
 	// key 2 + version 2 + corr 4 + count 4 + key "pad" 5 + value 2+n
 	n := size - (2 + 2 + 4 + 4 + 5 + 2)
-	return rawFrame(KeyPeerProperties, 1, rawBuf(nil).u32(corr).strMap("pad", strings.Repeat("p", n)))
+	return rawFrame(wire.KeyPeerProperties, 1, rawBuf(nil).u32(corr).strMap("pad", strings.Repeat("p", n)))
 }
 
 // Ensure a frame of 8192 bytes is accepted before authentication and one
@@ -543,7 +544,7 @@ func TestRawPreAuthFrameLimit(t *testing.T) {
 		t.Fatalf("frame is %d bytes", len(f))
 	}
 	c.write(f)
-	if code, _ := c.response(KeyPeerProperties, 1); code != CodeOK {
+	if code, _ := c.response(wire.KeyPeerProperties, 1); code != wire.CodeOK {
 		t.Fatalf("code 0x%02x", uint16(code))
 	}
 	c.write(paddedPeerProperties(2, initialFrameMax+1))
@@ -556,7 +557,7 @@ func TestRawPreAuthOversizeHeaderOnly(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
-	c.write(rawBuf(nil).u32(1 << 30).u16(uint16(KeyPeerProperties)).u16(1))
+	c.write(rawBuf(nil).u32(1 << 30).u16(uint16(wire.KeyPeerProperties)).u16(1))
 	c.expectClosed()
 }
 
@@ -565,7 +566,7 @@ func TestRawPreAuthOversizeHeaderOnly(t *testing.T) {
 func TestRawPreAuthUnexpectedFrame(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
-	for _, key := range []Key{KeyCreate, KeyMetadata, 0x0042} {
+	for _, key := range []wire.Key{wire.KeyCreate, wire.KeyMetadata, 0x0042} {
 		t.Run(fmt.Sprintf("0x%04x", uint16(key)), func(t *testing.T) {
 			c := rawDial(t, tb.addr)
 			c.request(key, rawBuf(nil).str("s").strMap())
@@ -581,12 +582,12 @@ func TestRawFrameTooLargeBeforeOpen(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != CodeOK {
+	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != wire.CodeOK {
 		t.Fatalf("code 0x%02x", uint16(code))
 	}
 	c.tune(0)
 	c.write(paddedPeerProperties(99, initialFrameMax+1))
-	c.expectServerClose(CodeFrameTooLarge)
+	c.expectServerClose(wire.CodeFrameTooLarge)
 }
 
 // metadataOfSize returns a Metadata request of exactly size bytes after
@@ -594,7 +595,7 @@ func TestRawFrameTooLargeBeforeOpen(t *testing.T) {
 func metadataOfSize(corr uint32, size int) []byte {
 	// key 2 + version 2 + corr 4 + count 4 + string 2+n
 	n := size - (2 + 2 + 4 + 4 + 2)
-	return rawFrame(KeyMetadata, 1, rawBuf(nil).u32(corr).u32(1).str(strings.Repeat("m", n)))
+	return rawFrame(wire.KeyMetadata, 1, rawBuf(nil).u32(corr).u32(1).str(strings.Repeat("m", n)))
 }
 
 // Ensure that after Open the client's smaller frame max applies: a frame
@@ -604,19 +605,19 @@ func TestRawFrameTooLargeAfterOpen(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 4096)
 	c.write(metadataOfSize(1000, 4096))
-	f := c.expect(KeyMetadata|responseBit, 1)
+	f := c.expect(wire.KeyMetadata|wire.ResponseBit, 1)
 	if got := binary.BigEndian.Uint32(f.body); got != 1000 {
 		t.Fatalf("Metadata correlation id %d", got)
 	}
 	c.write(metadataOfSize(1001, 4097))
-	c.expectServerClose(CodeFrameTooLarge)
+	c.expectServerClose(wire.CodeFrameTooLarge)
 
 	// A client asking for more than the server's 1 MiB, or for no limit
 	// (0), gets the server's: the header of a larger frame is refused.
 	for _, clientMax := range []uint32{0, 4 << 20} {
 		c := rawOpen(t, tb, clientMax)
-		c.write(rawBuf(nil).u32(DefaultFrameMax + 1).u16(uint16(KeyPublish)).u16(1))
-		c.expectServerClose(CodeFrameTooLarge)
+		c.write(rawBuf(nil).u32(DefaultFrameMax + 1).u16(uint16(wire.KeyPublish)).u16(1))
+		c.expectServerClose(wire.CodeFrameTooLarge)
 	}
 }
 
@@ -624,11 +625,11 @@ func TestRawFrameTooLargeAfterOpen(t *testing.T) {
 func TestRawUnknownKeyAfterOpen(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
-	for _, key := range []Key{0x0042, 0x7fff, KeyTune, KeyPublishConfirm, KeyDeliver, KeyPeerProperties | responseBit} {
+	for _, key := range []wire.Key{0x0042, 0x7fff, wire.KeyTune, wire.KeyPublishConfirm, wire.KeyDeliver, wire.KeyPeerProperties | wire.ResponseBit} {
 		t.Run(fmt.Sprintf("0x%04x", uint16(key)), func(t *testing.T) {
 			c := rawOpen(t, tb, 0)
 			c.write(rawFrame(key, 1, rawBuf(nil).u32(1).u32(2)))
-			c.expectServerClose(CodeUnknownFrame)
+			c.expectServerClose(wire.CodeUnknownFrame)
 		})
 	}
 }
@@ -639,54 +640,54 @@ func TestRawMalformedCommands(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	setup := rawOpen(t, tb, 0)
-	setup.create("m", CodeOK)
+	setup.create("m", wire.CodeOK)
 	corr := func() rawBuf { return rawBuf(nil).u32(7) } // a fresh buffer each time: appends must not alias
 	tests := []struct {
 		name string
-		key  Key
+		key  wire.Key
 		body rawBuf
 	}{
-		{"DeclarePublisher corr only", KeyDeclarePublisher, corr()},
-		{"DeclarePublisher stream past end", KeyDeclarePublisher, corr().u8(1).str("").u16(10).raw('m')},
-		{"Publish count past end", KeyPublish, rawBuf(nil).u8(1).u32(5)},
-		{"Publish count negative", KeyPublish, rawBuf(nil).u8(1).u32(0xffffffff)},
-		{"Publish id cut", KeyPublish, rawBuf(nil).u8(1).u32(1).raw(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
-		{"QueryPublisherSequence string past end", KeyQueryPublisherSequence, corr().u16(10).raw('a', 'b', 'c')},
-		{"DeletePublisher corr only", KeyDeletePublisher, corr()},
-		{"Subscribe no offset type", KeySubscribe, corr().u8(1).str("m")},
-		{"Subscribe offset cut", KeySubscribe, corr().u8(1).str("m").u16(offsetTypeOffset).raw(0, 0, 0)},
-		{"Subscribe no credit", KeySubscribe, corr().u8(1).str("m").u16(offsetTypeFirst)},
-		{"Subscribe properties past end", KeySubscribe, corr().u8(1).str("m").u16(offsetTypeFirst).u16(1).u32(1000)},
-		{"Credit no credit", KeyCredit, rawBuf(nil).u8(1)},
-		{"StoreOffset offset cut", KeyStoreOffset, rawBuf(nil).str("ref").str("m").raw(0, 0, 0, 0)},
-		{"QueryOffset no stream", KeyQueryOffset, corr().str("ref")},
-		{"Unsubscribe corr only", KeyUnsubscribe, corr()},
-		{"Create map past end", KeyCreate, corr().str("m2").u32(1000)},
-		{"Create map negative", KeyCreate, corr().str("m2").u32(0xffffffff)},
-		{"Create value past end", KeyCreate, corr().str("m2").u32(1).str("max-age").u16(100)},
-		{"Create empty body", KeyCreate, nil},
-		{"Delete string cut", KeyDelete, corr().raw(0)},
-		{"Metadata count negative", KeyMetadata, corr().u32(0xffffffff)},
-		{"Metadata count past end", KeyMetadata, corr().u32(3).str("m")},
-		{"ExchangeCommandVersions count past end", KeyExchangeCommandVersions, corr().u32(2).u16(1).u16(1).u16(1)},
-		{"StreamStats corr only", KeyStreamStats, corr()},
-		{"ResolveOffsetSpec no type", KeyResolveOffsetSpec, corr().str("m")},
-		{"Route no super stream", KeyRoute, corr().str("key")},
-		{"Partitions corr only", KeyPartitions, corr()},
-		{"CreateSuperStream partitions past end", KeyCreateSuperStream, corr().str("ss").u32(5)},
-		{"DeleteSuperStream corr only", KeyDeleteSuperStream, corr()},
+		{"DeclarePublisher corr only", wire.KeyDeclarePublisher, corr()},
+		{"DeclarePublisher stream past end", wire.KeyDeclarePublisher, corr().u8(1).str("").u16(10).raw('m')},
+		{"Publish count past end", wire.KeyPublish, rawBuf(nil).u8(1).u32(5)},
+		{"Publish count negative", wire.KeyPublish, rawBuf(nil).u8(1).u32(0xffffffff)},
+		{"Publish id cut", wire.KeyPublish, rawBuf(nil).u8(1).u32(1).raw(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"QueryPublisherSequence string past end", wire.KeyQueryPublisherSequence, corr().u16(10).raw('a', 'b', 'c')},
+		{"DeletePublisher corr only", wire.KeyDeletePublisher, corr()},
+		{"Subscribe no offset type", wire.KeySubscribe, corr().u8(1).str("m")},
+		{"Subscribe offset cut", wire.KeySubscribe, corr().u8(1).str("m").u16(wire.OffsetTypeOffset).raw(0, 0, 0)},
+		{"Subscribe no credit", wire.KeySubscribe, corr().u8(1).str("m").u16(wire.OffsetTypeFirst)},
+		{"Subscribe properties past end", wire.KeySubscribe, corr().u8(1).str("m").u16(wire.OffsetTypeFirst).u16(1).u32(1000)},
+		{"Credit no credit", wire.KeyCredit, rawBuf(nil).u8(1)},
+		{"StoreOffset offset cut", wire.KeyStoreOffset, rawBuf(nil).str("ref").str("m").raw(0, 0, 0, 0)},
+		{"QueryOffset no stream", wire.KeyQueryOffset, corr().str("ref")},
+		{"Unsubscribe corr only", wire.KeyUnsubscribe, corr()},
+		{"Create map past end", wire.KeyCreate, corr().str("m2").u32(1000)},
+		{"Create map negative", wire.KeyCreate, corr().str("m2").u32(0xffffffff)},
+		{"Create value past end", wire.KeyCreate, corr().str("m2").u32(1).str("max-age").u16(100)},
+		{"Create empty body", wire.KeyCreate, nil},
+		{"Delete string cut", wire.KeyDelete, corr().raw(0)},
+		{"Metadata count negative", wire.KeyMetadata, corr().u32(0xffffffff)},
+		{"Metadata count past end", wire.KeyMetadata, corr().u32(3).str("m")},
+		{"ExchangeCommandVersions count past end", wire.KeyExchangeCommandVersions, corr().u32(2).u16(1).u16(1).u16(1)},
+		{"StreamStats corr only", wire.KeyStreamStats, corr()},
+		{"ResolveOffsetSpec no type", wire.KeyResolveOffsetSpec, corr().str("m")},
+		{"Route no super stream", wire.KeyRoute, corr().str("key")},
+		{"Partitions corr only", wire.KeyPartitions, corr()},
+		{"CreateSuperStream partitions past end", wire.KeyCreateSuperStream, corr().str("ss").u32(5)},
+		{"DeleteSuperStream corr only", wire.KeyDeleteSuperStream, corr()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := rawOpen(t, tb, 0)
 			c.write(rawFrame(tt.key, 1, tt.body))
-			c.expectServerClose(CodeUnknownFrame)
+			c.expectServerClose(wire.CodeUnknownFrame)
 		})
 	}
 	// Nothing was applied: m2 was not created, and the server still serves.
 	c := rawOpen(t, tb, 0)
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("m2"), CodeStreamDoesNotExist)
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("m"), CodeOK)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("m2"), wire.CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("m"), wire.CodeOK)
 }
 
 // Ensure a frame too short to hold a key and version closes the
@@ -702,7 +703,7 @@ func TestRawRuntFrames(t *testing.T) {
 			// Either a Close 0x0d or dropping the connection is fine; hanging is not.
 			f, err := c.readFrame(2 * time.Second)
 			switch {
-			case err == nil && f.key == KeyClose:
+			case err == nil && f.key == wire.KeyClose:
 				c.expectClosed()
 			case err == nil:
 				t.Fatalf("got frame key 0x%04x (% x), want Close or the connection closed", uint16(f.key), head(f.raw))
@@ -722,7 +723,7 @@ func TestRawCreditUnknownSubscription(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.write(rawFrame(KeyCredit, 1, rawBuf(nil).u8(42).u16(5)))
+	c.write(rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(42).u16(5)))
 	f := c.next()
 	want := []byte{
 		0x00, 0x00, 0x00, 0x07, // size 7
@@ -735,7 +736,7 @@ func TestRawCreditUnknownSubscription(t *testing.T) {
 		t.Fatalf("Credit error\n got % x\nwant % x", f.raw, want)
 	}
 	// The connection stays usable.
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("none"), CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("none"), wire.CodeStreamDoesNotExist)
 }
 
 // Ensure Publish with an undeclared publisher id gets PublishError 0x12
@@ -745,7 +746,7 @@ func TestRawPublishUnknownPublisher(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
 	c.publish(9, 10, "a", "b", "c")
-	f := c.expect(KeyPublishError, 1)
+	f := c.expect(wire.KeyPublishError, 1)
 	want := []byte{
 		0x00, 0x00, 0x00, 0x27, // size 39
 		0x00, 0x04, // key PublishError
@@ -769,8 +770,8 @@ func TestRawPublishInvalidSubBatch(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("p", CodeOK)
-	c.declarePublisher(1, "", "p", CodeOK)
+	c.create("p", wire.CodeOK)
+	c.declarePublisher(1, "", "p", wire.CodeOK)
 	badSubBatch := rawBuf(nil).
 		u8(0x80 | 5<<4). // sub-batch, compression 5: not a known codec
 		u16(1).          // 1 record
@@ -782,29 +783,29 @@ func TestRawPublishInvalidSubBatch(t *testing.T) {
 		u64(2).raw(badSubBatch...).
 		u64(3).simpleEntry("after-1").
 		u64(4).simpleEntry("after-2")
-	c.write(rawFrame(KeyPublish, 1, b))
+	c.write(rawFrame(wire.KeyPublish, 1, b))
 	var errFrame, confirm rawIn
 	for errFrame.raw == nil || confirm.raw == nil {
 		switch f := c.next(); f.key {
-		case KeyPublishError:
+		case wire.KeyPublishError:
 			errFrame = f
-		case KeyPublishConfirm:
+		case wire.KeyPublishConfirm:
 			confirm = f
 		default:
 			t.Fatalf("got frame key 0x%04x (% x)", uint16(f.key), head(f.raw))
 		}
 	}
-	wantConfirm := rawFrame(KeyPublishConfirm, 1, rawBuf(nil).u8(1).u32(1).u64(1))
+	wantConfirm := rawFrame(wire.KeyPublishConfirm, 1, rawBuf(nil).u8(1).u32(1).u64(1))
 	if !bytes.Equal(confirm.raw, wantConfirm) {
 		t.Errorf("PublishConfirm\n got % x\nwant % x", confirm.raw, wantConfirm)
 	}
 	if len(errFrame.body) == 1+4+10 {
 		t.Fatal("only the invalid entry was refused; the entries after it must be refused too")
 	}
-	wantErr := rawFrame(KeyPublishError, 1, rawBuf(nil).u8(1).u32(3).
-		u64(2).u16(uint16(CodePreconditionFailed)).
-		u64(3).u16(uint16(CodePreconditionFailed)).
-		u64(4).u16(uint16(CodePreconditionFailed)))
+	wantErr := rawFrame(wire.KeyPublishError, 1, rawBuf(nil).u8(1).u32(3).
+		u64(2).u16(uint16(wire.CodePreconditionFailed)).
+		u64(3).u16(uint16(wire.CodePreconditionFailed)).
+		u64(4).u16(uint16(wire.CodePreconditionFailed)))
 	if !bytes.Equal(errFrame.raw, wantErr) {
 		t.Errorf("PublishError\n got % x\nwant % x", errFrame.raw, wantErr)
 	}
@@ -816,15 +817,15 @@ func TestRawDeclarePublisherErrors(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("dp", CodeOK)
-	c.declarePublisher(3, "", "dp", CodeOK)
-	c.declarePublisher(3, "", "dp", CodePreconditionFailed)
-	c.declarePublisher(4, "", "missing", CodeStreamDoesNotExist)
-	c.declarePublisher(5, "ref", "dp", CodeOK)
-	c.declarePublisher(6, "ref", "dp", CodePreconditionFailed) // same reference and stream
-	c.expectCode(KeyDeletePublisher, rawBuf(nil).u8(3), CodeOK)
-	c.expectCode(KeyDeletePublisher, rawBuf(nil).u8(3), CodePublisherDoesNotExist)
-	c.declarePublisher(3, "", "dp", CodeOK) // the id is free again
+	c.create("dp", wire.CodeOK)
+	c.declarePublisher(3, "", "dp", wire.CodeOK)
+	c.declarePublisher(3, "", "dp", wire.CodePreconditionFailed)
+	c.declarePublisher(4, "", "missing", wire.CodeStreamDoesNotExist)
+	c.declarePublisher(5, "ref", "dp", wire.CodeOK)
+	c.declarePublisher(6, "ref", "dp", wire.CodePreconditionFailed) // same reference and stream
+	c.expectCode(wire.KeyDeletePublisher, rawBuf(nil).u8(3), wire.CodeOK)
+	c.expectCode(wire.KeyDeletePublisher, rawBuf(nil).u8(3), wire.CodePublisherDoesNotExist)
+	c.declarePublisher(3, "", "dp", wire.CodeOK) // the id is free again
 }
 
 // Ensure subscribing twice with one id gets 0x03, unsubscribing an unknown
@@ -833,19 +834,19 @@ func TestRawSubscribeErrors(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("sub", CodeOK)
-	c.subscribe(1, "sub", 1, CodeOK)
-	c.subscribe(1, "sub", 1, CodeSubscriptionIDExists)
-	c.subscribe(2, "missing", 1, CodeStreamDoesNotExist)
-	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(9), CodeSubscriptionIDDoesNotExist)
-	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(1), CodeOK)
-	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(1), CodeSubscriptionIDDoesNotExist)
-	c.subscribe(1, "sub", 1, CodeOK) // the id is free again
+	c.create("sub", wire.CodeOK)
+	c.subscribe(1, "sub", 1, wire.CodeOK)
+	c.subscribe(1, "sub", 1, wire.CodeSubscriptionIDExists)
+	c.subscribe(2, "missing", 1, wire.CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(9), wire.CodeSubscriptionIDDoesNotExist)
+	c.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(1), wire.CodeOK)
+	c.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(1), wire.CodeSubscriptionIDDoesNotExist)
+	c.subscribe(1, "sub", 1, wire.CodeOK) // the id is free again
 	// An unknown offset type, and a single active consumer without a
 	// name, get 0x11.
-	c.expectCode(KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(9).u16(1), CodePreconditionFailed)
-	c.expectCode(KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(offsetTypeFirst).u16(1).
-		strMap("single-active-consumer", "true"), CodePreconditionFailed)
+	c.expectCode(wire.KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(9).u16(1), wire.CodePreconditionFailed)
+	c.expectCode(wire.KeySubscribe, rawBuf(nil).u8(5).str("sub").u16(wire.OffsetTypeFirst).u16(1).
+		strMap("single-active-consumer", "true"), wire.CodePreconditionFailed)
 }
 
 // Ensure ResolveOffsetSpec answers with offset type 4 and the offset a
@@ -854,8 +855,8 @@ func TestRawResolveOffsetSpec(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("ro", CodeOK)
-	c.declarePublisher(1, "", "ro", CodeOK)
+	c.create("ro", wire.CodeOK)
+	c.declarePublisher(1, "", "ro", wire.CodeOK)
 	for i := range 3 {
 		c.publish(1, uint64(2*i+1), "a", "b") // chunks 0, 2 and 4
 		c.expectConfirm(1, uint64(2*i+1), uint64(2*i+2))
@@ -865,19 +866,19 @@ func TestRawResolveOffsetSpec(t *testing.T) {
 		spec rawBuf
 		want uint64
 	}{
-		{"first", rawBuf(nil).u16(offsetTypeFirst), 0},
-		{"last", rawBuf(nil).u16(offsetTypeLast), 4},
-		{"next", rawBuf(nil).u16(offsetTypeNext), 6},
+		{"first", rawBuf(nil).u16(wire.OffsetTypeFirst), 0},
+		{"last", rawBuf(nil).u16(wire.OffsetTypeLast), 4},
+		{"next", rawBuf(nil).u16(wire.OffsetTypeNext), 6},
 	} {
-		r := c.expectCode(KeyResolveOffsetSpec, rawBuf(nil).str("ro").raw(tt.spec...), CodeOK)
+		r := c.expectCode(wire.KeyResolveOffsetSpec, rawBuf(nil).str("ro").raw(tt.spec...), wire.CodeOK)
 		typ, off := r.u16(), r.u64()
-		if r.err != nil || !r.empty() || typ != offsetTypeOffset || off != tt.want {
+		if r.err != nil || !r.empty() || typ != wire.OffsetTypeOffset || off != tt.want {
 			t.Errorf("%s: type %d offset %d (err %v, %d bytes left), want type 4 offset %d",
 				tt.name, typ, off, r.err, len(r.b), tt.want)
 		}
 	}
-	c.expectCode(KeyResolveOffsetSpec, rawBuf(nil).str("missing").u16(offsetTypeFirst), CodeStreamDoesNotExist)
-	c.expectCode(KeyResolveOffsetSpec, rawBuf(nil).str("ro").u16(9), CodePreconditionFailed)
+	c.expectCode(wire.KeyResolveOffsetSpec, rawBuf(nil).str("missing").u16(wire.OffsetTypeFirst), wire.CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyResolveOffsetSpec, rawBuf(nil).str("ro").u16(9), wire.CodePreconditionFailed)
 }
 
 // Ensure QueryOffset with nothing stored gets 0x13 and offset 0, and
@@ -886,14 +887,14 @@ func TestRawQueryOffset(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("qo", CodeOK)
-	r := c.expectCode(KeyQueryOffset, rawBuf(nil).str("app").str("qo"), CodeNoOffset)
+	c.create("qo", wire.CodeOK)
+	r := c.expectCode(wire.KeyQueryOffset, rawBuf(nil).str("app").str("qo"), wire.CodeNoOffset)
 	if off := r.u64(); off != 0 || r.err != nil || !r.empty() {
 		t.Fatalf("offset %d, err %v, %d bytes left; want 0", off, r.err, len(r.b))
 	}
-	c.expectCode(KeyQueryOffset, rawBuf(nil).str("app").str("missing"), CodeStreamDoesNotExist)
-	c.write(rawFrame(KeyStoreOffset, 1, rawBuf(nil).str("app").str("qo").u64(77)))
-	r = c.expectCode(KeyQueryOffset, rawBuf(nil).str("app").str("qo"), CodeOK)
+	c.expectCode(wire.KeyQueryOffset, rawBuf(nil).str("app").str("missing"), wire.CodeStreamDoesNotExist)
+	c.write(rawFrame(wire.KeyStoreOffset, 1, rawBuf(nil).str("app").str("qo").u64(77)))
+	r = c.expectCode(wire.KeyQueryOffset, rawBuf(nil).str("app").str("qo"), wire.CodeOK)
 	if off := r.u64(); off != 77 {
 		t.Fatalf("offset %d, want 77", off)
 	}
@@ -908,27 +909,27 @@ func TestRawCreateDeleteErrors(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("c1", CodePreconditionFailed, "stream-filter-size-bytes", "5")
-	c.create("c1", CodePreconditionFailed, "max-age", "abc")
-	c.create("c1", CodePreconditionFailed, "max-length-bytes", "-1")
-	c.create("amq.x", CodePreconditionFailed)
-	c.create("", CodePreconditionFailed)
-	c.create("c1", CodeOK, "max-age", "1h", "stream-filter-size-bytes", "32")
-	c.create("c1", CodeStreamAlreadyExists, "stream-filter-size-bytes", "32", "max-age", "1h")
-	c.create("c1", CodePreconditionFailed)
-	c.create("c1", CodePreconditionFailed, "max-age", "2h", "stream-filter-size-bytes", "32")
-	c.create("c1", CodePreconditionFailed, "max-age", "1h", "stream-filter-size-bytes", "32", "max-length-bytes", "1000")
+	c.create("c1", wire.CodePreconditionFailed, "stream-filter-size-bytes", "5")
+	c.create("c1", wire.CodePreconditionFailed, "max-age", "abc")
+	c.create("c1", wire.CodePreconditionFailed, "max-length-bytes", "-1")
+	c.create("amq.x", wire.CodePreconditionFailed)
+	c.create("", wire.CodePreconditionFailed)
+	c.create("c1", wire.CodeOK, "max-age", "1h", "stream-filter-size-bytes", "32")
+	c.create("c1", wire.CodeStreamAlreadyExists, "stream-filter-size-bytes", "32", "max-age", "1h")
+	c.create("c1", wire.CodePreconditionFailed)
+	c.create("c1", wire.CodePreconditionFailed, "max-age", "2h", "stream-filter-size-bytes", "32")
+	c.create("c1", wire.CodePreconditionFailed, "max-age", "1h", "stream-filter-size-bytes", "32", "max-length-bytes", "1000")
 	if _, _, _, err := tb.broker.DeclareQueue(queues.DeclareOptions{Def: queues.QueueDef{VHost: "/", Name: "classic", Durable: true}}); err != nil {
 		t.Fatal(err)
 	}
-	c.create("classic", CodePreconditionFailed)
-	c.expectCode(KeyDelete, rawBuf(nil).str("missing"), CodeStreamDoesNotExist)
-	c.expectCode(KeyDelete, rawBuf(nil).str("c1"), CodeOK)
-	c.expectCode(KeyDelete, rawBuf(nil).str("c1"), CodeStreamDoesNotExist)
-	c.create("c1", CodeOK)
+	c.create("classic", wire.CodePreconditionFailed)
+	c.expectCode(wire.KeyDelete, rawBuf(nil).str("missing"), wire.CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyDelete, rawBuf(nil).str("c1"), wire.CodeOK)
+	c.expectCode(wire.KeyDelete, rawBuf(nil).str("c1"), wire.CodeStreamDoesNotExist)
+	c.create("c1", wire.CodeOK)
 	// CR and LF are stripped from names, as RabbitMQ does.
-	c.create("cr\r\nlf", CodeOK)
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("crlf"), CodeOK)
+	c.create("cr\r\nlf", wire.CodeOK)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("crlf"), wire.CodeOK)
 }
 
 // Ensure Metadata (which has no top-level code) lists this broker and,
@@ -937,10 +938,10 @@ func TestRawMetadata(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("md", CodeOK)
-	corr := c.request(KeyMetadata, rawBuf(nil).u32(2).str("nope").str("md"))
-	f := c.expect(KeyMetadata|responseBit, 1)
-	want := rawFrame(KeyMetadata|responseBit, 1, rawBuf(nil).
+	c.create("md", wire.CodeOK)
+	corr := c.request(wire.KeyMetadata, rawBuf(nil).u32(2).str("nope").str("md"))
+	f := c.expect(wire.KeyMetadata|wire.ResponseBit, 1)
+	want := rawFrame(wire.KeyMetadata|wire.ResponseBit, 1, rawBuf(nil).
 		u32(corr).
 		u32(1).               // 1 broker
 		u16(0).               //   reference 0
@@ -966,7 +967,7 @@ func TestRawStreamStatsEmpty(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("st", CodeOK)
+	c.create("st", wire.CodeOK)
 	stats := c.streamStats("st")
 	want := map[string]int64{"first_chunk_id": -1, "committed_chunk_id": -1, "last_chunk_id": -1}
 	if len(stats) != len(want) {
@@ -977,7 +978,7 @@ func TestRawStreamStatsEmpty(t *testing.T) {
 			t.Errorf("%s = %d (present %v), want %d", k, got, ok, v)
 		}
 	}
-	r := c.expectCode(KeyStreamStats, rawBuf(nil).str("missing"), CodeStreamDoesNotExist)
+	r := c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("missing"), wire.CodeStreamDoesNotExist)
 	if n := r.u32(); n != 0 || !r.empty() {
 		t.Errorf("error response carries %d stats and %d more bytes, want an empty map", n, len(r.b))
 	}
@@ -988,9 +989,9 @@ func TestRawClientClose(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	corr := c.request(KeyClose, rawBuf(nil).u16(uint16(CodeOK)).str("bye"))
+	corr := c.request(wire.KeyClose, rawBuf(nil).u16(uint16(wire.CodeOK)).str("bye"))
 	f := c.next()
-	want := rawFrame(KeyClose|responseBit, 1, rawBuf(nil).u32(corr).u16(uint16(CodeOK)))
+	want := rawFrame(wire.KeyClose|wire.ResponseBit, 1, rawBuf(nil).u32(corr).u16(uint16(wire.CodeOK)))
 	if !bytes.Equal(f.raw, want) {
 		t.Fatalf("Close response\n got % x\nwant % x", f.raw, want)
 	}
@@ -1010,7 +1011,7 @@ type deliverChunk struct {
 // entries whose CRC32 (IEEE) matches the header.
 func checkDeliver(t testing.TB, f rawIn, version uint16) deliverChunk {
 	t.Helper()
-	if f.key != KeyDeliver || f.version != version {
+	if f.key != wire.KeyDeliver || f.version != version {
 		t.Fatalf("got frame key 0x%04x version %d, want Deliver version %d", uint16(f.key), f.version, version)
 	}
 	var d deliverChunk
@@ -1077,13 +1078,13 @@ func TestRawDeliverLayout(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("d", CodeOK)
-	c.declarePublisher(1, "", "d", CodeOK)
+	c.create("d", wire.CodeOK)
+	c.declarePublisher(1, "", "d", wire.CodeOK)
 	bodies := []string{"alpha", "beta", "", "gamma-gamma"}
 	before := time.Now()
 	c.publish(1, 1, bodies...)
 	c.expectConfirm(1, 1, 2, 3, 4)
-	c.subscribe(7, "d", 10, CodeOK)
+	c.subscribe(7, "d", 10, wire.CodeOK)
 	d := checkDeliver(t, c.next(), 1)
 	if d.sub != 7 {
 		t.Errorf("subscription id %d, want 7", d.sub)
@@ -1113,27 +1114,27 @@ func TestRawDeliverV2Layout(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	r := c.expectCode(KeyExchangeCommandVersions, rawBuf(nil).u32(2).
-		u16(uint16(KeyPublish)).u16(1).u16(2).
-		u16(uint16(KeyDeliver)).u16(1).u16(2), CodeOK)
-	versions := map[Key][2]uint16{}
+	r := c.expectCode(wire.KeyExchangeCommandVersions, rawBuf(nil).u32(2).
+		u16(uint16(wire.KeyPublish)).u16(1).u16(2).
+		u16(uint16(wire.KeyDeliver)).u16(1).u16(2), wire.CodeOK)
+	versions := map[wire.Key][2]uint16{}
 	for range r.count(6) {
-		k, lo, hi := Key(r.u16()), r.u16(), r.u16()
+		k, lo, hi := wire.Key(r.u16()), r.u16(), r.u16()
 		versions[k] = [2]uint16{lo, hi}
 	}
 	if r.err != nil || !r.empty() {
 		t.Fatalf("ExchangeCommandVersions response: err %v, %d bytes left", r.err, len(r.b))
 	}
-	if versions[KeyDeliver] != [2]uint16{1, 2} || versions[KeyPublish] != [2]uint16{1, 2} {
+	if versions[wire.KeyDeliver] != [2]uint16{1, 2} || versions[wire.KeyPublish] != [2]uint16{1, 2} {
 		t.Errorf("server versions %v, want deliver and publish 1-2", versions)
 	}
-	c.create("d2", CodeOK)
-	c.declarePublisher(1, "", "d2", CodeOK)
+	c.create("d2", wire.CodeOK)
+	c.declarePublisher(1, "", "d2", wire.CodeOK)
 	c.publish(1, 1, "one")
 	c.expectConfirm(1, 1)
 	c.publish(1, 2, "two")
 	c.expectConfirm(1, 2)
-	c.subscribe(3, "d2", 10, CodeOK)
+	c.subscribe(3, "d2", 10, wire.CodeOK)
 	for i, want := range []string{"one", "two"} {
 		d := checkDeliver(t, c.next(), 2)
 		if d.sub != 3 || d.chunkID() != uint64(i) || d.committed != 1 {
@@ -1151,8 +1152,8 @@ func TestRawCreditCountsChunks(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("cr", CodeOK)
-	c.declarePublisher(1, "", "cr", CodeOK)
+	c.create("cr", wire.CodeOK)
+	c.declarePublisher(1, "", "cr", wire.CodeOK)
 	for i := range 3 {
 		// Two entries per chunk: credit is per chunk, not per message.
 		c.publish(1, uint64(2*i+1), fmt.Sprintf("m%d", 2*i), fmt.Sprintf("m%d", 2*i+1))
@@ -1161,17 +1162,17 @@ func TestRawCreditCountsChunks(t *testing.T) {
 	if stats := c.streamStats("cr"); stats["last_chunk_id"] != 4 || stats["committed_chunk_id"] != 4 {
 		t.Fatalf("stats %v, want 3 chunks (last and committed chunk id 4)", stats)
 	}
-	c.subscribe(1, "cr", 1, CodeOK)
+	c.subscribe(1, "cr", 1, wire.CodeOK)
 	if d := checkDeliver(t, c.next(), 1); d.chunkID() != 0 {
 		t.Fatalf("first chunk id %d, want 0", d.chunkID())
 	}
 	c.quiet()
-	c.write(rawFrame(KeyCredit, 1, rawBuf(nil).u8(1).u16(1)))
+	c.write(rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(1).u16(1)))
 	if d := checkDeliver(t, c.next(), 1); d.chunkID() != 2 {
 		t.Fatalf("second chunk id %d, want 2", d.chunkID())
 	}
 	c.quiet()
-	c.write(rawFrame(KeyCredit, 1, rawBuf(nil).u8(1).u16(5)))
+	c.write(rawFrame(wire.KeyCredit, 1, rawBuf(nil).u8(1).u16(5)))
 	d := checkDeliver(t, c.next(), 1)
 	if d.chunkID() != 4 {
 		t.Fatalf("third chunk id %d, want 4", d.chunkID())
@@ -1194,13 +1195,13 @@ func (c *rawConn) expectConfirmOrDeliver(pubID uint8, id, chunkID uint64) {
 	for !confirmed || !delivered {
 		f := c.next()
 		switch f.key {
-		case KeyPublishConfirm:
-			want := rawFrame(KeyPublishConfirm, 1, rawBuf(nil).u8(pubID).u32(1).u64(id))
+		case wire.KeyPublishConfirm:
+			want := rawFrame(wire.KeyPublishConfirm, 1, rawBuf(nil).u8(pubID).u32(1).u64(id))
 			if !bytes.Equal(f.raw, want) {
 				t.Fatalf("PublishConfirm\n got % x\nwant % x", f.raw, want)
 			}
 			confirmed = true
-		case KeyDeliver:
+		case wire.KeyDeliver:
 			if d := checkDeliver(t, f, 1); d.chunkID() != chunkID {
 				t.Fatalf("chunk id %d, want %d", d.chunkID(), chunkID)
 			}
@@ -1218,11 +1219,11 @@ func TestRawDeleteSendsMetadataUpdate(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("gone", CodeOK)
-	c.declarePublisher(1, "", "gone", CodeOK)
-	c.subscribe(2, "gone", 1, CodeOK)
+	c.create("gone", wire.CodeOK)
+	c.declarePublisher(1, "", "gone", wire.CodeOK)
+	c.subscribe(2, "gone", 1, wire.CodeOK)
 	other := rawOpen(t, tb, 0)
-	other.expectCode(KeyDelete, rawBuf(nil).str("gone"), CodeOK)
+	other.expectCode(wire.KeyDelete, rawBuf(nil).str("gone"), wire.CodeOK)
 	f := c.next()
 	want := []byte{
 		0x00, 0x00, 0x00, 0x0c, // size 12
@@ -1235,8 +1236,8 @@ func TestRawDeleteSendsMetadataUpdate(t *testing.T) {
 		t.Fatalf("MetadataUpdate\n got % x\nwant % x", f.raw, want)
 	}
 	other.quiet() // the deleting connection had nothing on the stream
-	c.expectCode(KeyUnsubscribe, rawBuf(nil).u8(2), CodeSubscriptionIDDoesNotExist)
-	c.expectCode(KeyDeletePublisher, rawBuf(nil).u8(1), CodePublisherDoesNotExist)
+	c.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(2), wire.CodeSubscriptionIDDoesNotExist)
+	c.expectCode(wire.KeyDeletePublisher, rawBuf(nil).u8(1), wire.CodePublisherDoesNotExist)
 }
 
 // Ensure a publisher with a reference has its publishing ids deduplicated:
@@ -1246,25 +1247,25 @@ func TestRawPublisherDeduplication(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("dd", CodeOK)
-	r := c.expectCode(KeyQueryPublisherSequence, rawBuf(nil).str("app").str("dd"), CodeOK)
+	c.create("dd", wire.CodeOK)
+	r := c.expectCode(wire.KeyQueryPublisherSequence, rawBuf(nil).str("app").str("dd"), wire.CodeOK)
 	if seq := r.u64(); seq != 0 {
 		t.Fatalf("sequence %d before publishing, want 0", seq)
 	}
-	c.expectCode(KeyQueryPublisherSequence, rawBuf(nil).str("app").str("missing"), CodeStreamDoesNotExist)
-	c.declarePublisher(1, strings.Repeat("r", 256), "dd", CodePreconditionFailed) // reference over 255 bytes
-	c.declarePublisher(1, "app", "dd", CodeOK)
+	c.expectCode(wire.KeyQueryPublisherSequence, rawBuf(nil).str("app").str("missing"), wire.CodeStreamDoesNotExist)
+	c.declarePublisher(1, strings.Repeat("r", 256), "dd", wire.CodePreconditionFailed) // reference over 255 bytes
+	c.declarePublisher(1, "app", "dd", wire.CodeOK)
 	c.publish(1, 5, "five")
 	c.expectConfirm(1, 5)
 	c.publish(1, 5, "five again")
 	c.expectConfirm(1, 5)
 	c.publish(1, 6, "six")
 	c.expectConfirm(1, 6)
-	r = c.expectCode(KeyQueryPublisherSequence, rawBuf(nil).str("app").str("dd"), CodeOK)
+	r = c.expectCode(wire.KeyQueryPublisherSequence, rawBuf(nil).str("app").str("dd"), wire.CodeOK)
 	if seq := r.u64(); seq != 6 {
 		t.Fatalf("sequence %d, want 6", seq)
 	}
-	c.subscribe(1, "dd", 10, CodeOK)
+	c.subscribe(1, "dd", 10, wire.CodeOK)
 	var got []string
 	for len(got) < 2 {
 		got = append(got, simpleEntries(t, checkDeliver(t, c.next(), 1).data)...)
@@ -1281,27 +1282,27 @@ func TestRawDeliverVersionSwitchWhileDelivering(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("sw", CodeOK)
-	c.declarePublisher(1, "", "sw", CodeOK)
+	c.create("sw", wire.CodeOK)
+	c.declarePublisher(1, "", "sw", wire.CodeOK)
 	const chunks = 40
 	for i := range chunks {
 		c.publish(1, uint64(i+1), "x")
 		c.expectConfirm(1, uint64(i+1))
 	}
-	c.subscribe(1, "sw", 1000, CodeOK)
+	c.subscribe(1, "sw", 1000, wire.CodeOK)
 	for range 20 {
-		c.write(rawFrame(KeyExchangeCommandVersions, 1, rawBuf(nil).u32(100).u32(1).u16(uint16(KeyDeliver)).u16(1).u16(2)))
+		c.write(rawFrame(wire.KeyExchangeCommandVersions, 1, rawBuf(nil).u32(100).u32(1).u16(uint16(wire.KeyDeliver)).u16(1).u16(2)))
 	}
 	for n := 0; n < chunks; {
 		f := c.next()
 		switch f.key {
-		case KeyDeliver:
+		case wire.KeyDeliver:
 			d := checkDeliver(t, f, f.version)
 			if d.chunkID() != uint64(n) {
 				t.Fatalf("chunk id %d, want %d", d.chunkID(), n)
 			}
 			n++
-		case KeyExchangeCommandVersions | responseBit:
+		case wire.KeyExchangeCommandVersions | wire.ResponseBit:
 		default:
 			t.Fatalf("got frame key 0x%04x", uint16(f.key))
 		}
@@ -1314,28 +1315,28 @@ func TestRawUnsubscribeStopsDeliveries(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.create("un", CodeOK)
-	c.declarePublisher(1, "", "un", CodeOK)
+	c.create("un", wire.CodeOK)
+	c.declarePublisher(1, "", "un", wire.CodeOK)
 	for i := range 20 {
 		c.publish(1, uint64(i+1), "x")
 		c.expectConfirm(1, uint64(i+1))
 	}
-	c.write(rawFrame(KeySubscribe, 1, rawBuf(nil).u32(50).u8(4).str("un").u16(offsetTypeFirst).u16(1000)))
-	corr := c.request(KeyUnsubscribe, rawBuf(nil).u8(4))
+	c.write(rawFrame(wire.KeySubscribe, 1, rawBuf(nil).u32(50).u8(4).str("un").u16(wire.OffsetTypeFirst).u16(1000)))
+	corr := c.request(wire.KeyUnsubscribe, rawBuf(nil).u8(4))
 	var subscribed bool
 	for {
 		f := c.next()
 		switch {
-		case f.key == KeySubscribe|responseBit:
+		case f.key == wire.KeySubscribe|wire.ResponseBit:
 			subscribed = true
-		case f.key == KeyDeliver:
+		case f.key == wire.KeyDeliver:
 			if !subscribed {
 				t.Fatal("Deliver before the Subscribe response")
 			}
 			checkDeliver(t, f, 1)
-		case f.key == KeyUnsubscribe|responseBit:
+		case f.key == wire.KeyUnsubscribe|wire.ResponseBit:
 			r := f.fields()
-			if got, code := r.u32(), Code(r.u16()); got != corr || code != CodeOK {
+			if got, code := r.u32(), wire.Code(r.u16()); got != corr || code != wire.CodeOK {
 				t.Fatalf("Unsubscribe response corr %d code 0x%02x", got, uint16(code))
 			}
 			c.quiet()
@@ -1353,12 +1354,12 @@ func TestRawHeartbeat(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawDial(t, tb.addr)
 	c.peerProperties()
-	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != CodeOK {
+	if code := c.authenticate("PLAIN", plain("guest", "guest")); code != wire.CodeOK {
 		t.Fatalf("code 0x%02x", uint16(code))
 	}
-	c.expect(KeyTune, 1)
-	c.write(rawFrame(KeyTune|responseBit, 1, rawBuf(nil).u32(0).u32(1))) // heartbeat 1 s
-	c.expectCode(KeyOpen, rawBuf(nil).str("/"), CodeOK)
+	c.expect(wire.KeyTune, 1)
+	c.write(rawFrame(wire.KeyTune|wire.ResponseBit, 1, rawBuf(nil).u32(0).u32(1))) // heartbeat 1 s
+	c.expectCode(wire.KeyOpen, rawBuf(nil).str("/"), wire.CodeOK)
 	f, err := c.readAnyFrame(3 * time.Second)
 	if err != nil {
 		t.Fatalf("no heartbeat: %v", err)
@@ -1382,34 +1383,34 @@ func TestRawUnsupportedVersions(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	for _, tc := range []struct {
-		key     Key
+		key     wire.Key
 		version uint16
 		body    rawBuf
 	}{
-		{KeyCreate, 2, rawBuf(nil).u32(1).str("v2").u32(0)},
-		{KeySubscribe, 2, rawBuf(nil).u32(1).u8(1).str("v2").u16(offsetTypeFirst).u16(1)},
-		{KeyPublish, 3, rawBuf(nil).u8(1).u32(0)},
-		{KeyPublish, 0, rawBuf(nil).u8(1).u32(0)},
-		{KeyCredit, 2, rawBuf(nil).u8(1).u16(1)},
-		{KeyMetadata, 0, rawBuf(nil).u32(1).u32(0)},
-		{KeyHeartbeat, 2, nil},
-		{KeyClose, 2, rawBuf(nil).u32(1).u16(uint16(CodeOK)).str("bye")},
+		{wire.KeyCreate, 2, rawBuf(nil).u32(1).str("v2").u32(0)},
+		{wire.KeySubscribe, 2, rawBuf(nil).u32(1).u8(1).str("v2").u16(wire.OffsetTypeFirst).u16(1)},
+		{wire.KeyPublish, 3, rawBuf(nil).u8(1).u32(0)},
+		{wire.KeyPublish, 0, rawBuf(nil).u8(1).u32(0)},
+		{wire.KeyCredit, 2, rawBuf(nil).u8(1).u16(1)},
+		{wire.KeyMetadata, 0, rawBuf(nil).u32(1).u32(0)},
+		{wire.KeyHeartbeat, 2, nil},
+		{wire.KeyClose, 2, rawBuf(nil).u32(1).u16(uint16(wire.CodeOK)).str("bye")},
 	} {
 		t.Run(fmt.Sprintf("0x%04x v%d", uint16(tc.key), tc.version), func(t *testing.T) {
 			c := rawOpen(t, tb, 0)
 			c.write(rawFrame(tc.key, tc.version, tc.body))
-			c.expectServerClose(CodeUnknownFrame)
+			c.expectServerClose(wire.CodeUnknownFrame)
 		})
 	}
 	t.Run("PeerProperties v2 before open", func(t *testing.T) {
 		c := rawDial(t, tb.addr)
-		c.write(rawFrame(KeyPeerProperties, 2, rawBuf(nil).u32(1).u32(0)))
+		c.write(rawFrame(wire.KeyPeerProperties, 2, rawBuf(nil).u32(1).u32(0)))
 		c.expectClosed()
 	})
 	// Version 2 of Publish is read (filter values), and the stream was
 	// not created by the refused Create.
 	c := rawOpen(t, tb, 0)
-	c.expectCode(KeyStreamStats, rawBuf(nil).str("v2"), CodeStreamDoesNotExist)
+	c.expectCode(wire.KeyStreamStats, rawBuf(nil).str("v2"), wire.CodeStreamDoesNotExist)
 }
 
 // Ensure negative string and bytes lengths other than -1 are malformed:
@@ -1418,13 +1419,13 @@ func TestRawNegativeLengths(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
-	c.write(rawFrame(KeyCreate, 1, rawBuf(nil).u32(1).u16(0xfffe).raw('a', 'b')))
-	c.expectServerClose(CodeUnknownFrame)
+	c.write(rawFrame(wire.KeyCreate, 1, rawBuf(nil).u32(1).u16(0xfffe).raw('a', 'b')))
+	c.expectServerClose(wire.CodeUnknownFrame)
 
 	c = rawDial(t, tb.addr)
 	c.peerProperties()
-	c.expectCode(KeySaslHandshake, nil, CodeOK)
-	c.write(rawFrame(KeySaslAuthenticate, 1, rawBuf(nil).u32(9).str("PLAIN").u32(0xfffffffb)))
+	c.expectCode(wire.KeySaslHandshake, nil, wire.CodeOK)
+	c.write(rawFrame(wire.KeySaslAuthenticate, 1, rawBuf(nil).u32(9).str("PLAIN").u32(0xfffffffb)))
 	c.expectClosed()
 }
 
@@ -1435,13 +1436,13 @@ func TestRawCloseDrainsLateFrames(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	c := rawOpen(t, tb, 0)
 	c.corr++
-	b := rawFrame(KeyClose, 1, rawBuf(nil).u32(c.corr).u16(uint16(CodeOK)).str("bye"))
-	pub := rawFrame(KeyPublish, 1, rawBuf(nil).u8(1).u32(1).u64(1).simpleEntry(strings.Repeat("x", 16<<10)))
+	b := rawFrame(wire.KeyClose, 1, rawBuf(nil).u32(c.corr).u16(uint16(wire.CodeOK)).str("bye"))
+	pub := rawFrame(wire.KeyPublish, 1, rawBuf(nil).u8(1).u32(1).u64(1).simpleEntry(strings.Repeat("x", 16<<10)))
 	for len(b) < 1<<20 {
 		b = append(b, pub...)
 	}
 	c.write(b)
-	if code, _ := c.response(KeyClose, c.corr); code != CodeOK {
+	if code, _ := c.response(wire.KeyClose, c.corr); code != wire.CodeOK {
 		t.Fatalf("Close response code 0x%02x", uint16(code))
 	}
 	c.write(b[:64<<10]) // still writing: the server must not reset

@@ -1,5 +1,7 @@
 package leanstream
 
+import "github.com/warren-mq/warren/streamproto/wire"
+
 // Batch is the encoded messages of one Publish frame. Reset and reuse it:
 // adding to a Batch allocates only when its buffer grows.
 type Batch struct {
@@ -26,8 +28,8 @@ func (b *Batch) Add(publishingID uint64, body []byte) {
 // and returns the body for the caller to fill in. The slice is valid until
 // the next call on b.
 func (b *Batch) Append(publishingID uint64, n int) []byte {
-	b.buf = appendU64(b.buf, publishingID)
-	b.buf = appendU32(b.buf, uint32(EncodedSize(n)))
+	b.buf = wire.AppendU64(b.buf, publishingID)
+	b.buf = wire.AppendU32(b.buf, uint32(EncodedSize(n)))
 	b.buf = appendMessageHeader(b.buf, n)
 	start := len(b.buf)
 	b.buf = append(b.buf, make([]byte, n)...) // no allocation: append grows b.buf only
@@ -38,8 +40,8 @@ func (b *Batch) Append(publishingID uint64, n int) []byte {
 // AddRaw appends an already encoded message (normally AMQP 1.0) with the
 // given publishing id.
 func (b *Batch) AddRaw(publishingID uint64, msg []byte) {
-	b.buf = appendU64(b.buf, publishingID)
-	b.buf = appendU32(b.buf, uint32(len(msg)))
+	b.buf = wire.AppendU64(b.buf, publishingID)
+	b.buf = wire.AppendU32(b.buf, uint32(len(msg)))
 	b.buf = append(b.buf, msg...)
 	b.n++
 }

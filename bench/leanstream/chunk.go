@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // ChunkHeaderSize is the size of an Osiris chunk header on the wire.
@@ -217,7 +219,7 @@ func appendMessageHeader(b []byte, n int) []byte {
 		return append(b, amqpVbin8, byte(n))
 	}
 	b = append(b, amqpVbin32)
-	return appendU32(b, uint32(n))
+	return wire.AppendU32(b, uint32(n))
 }
 
 // DataBody returns the body of an AMQP 1.0 message that starts with a

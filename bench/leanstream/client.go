@@ -3,7 +3,9 @@
 // write one Publish frame per batch, and subscribers that get whole chunks
 // and iterate their messages in place. It speaks the v1 frames that both
 // Warren and RabbitMQ 3.10+ understand (it never negotiates command
-// versions, so deliveries are Deliver v1).
+// versions, so deliveries are Deliver v1). The command keys, response
+// codes and frame encoders are the server's, from
+// github.com/warren-mq/warren/streamproto/wire.
 package leanstream
 
 import (
@@ -13,10 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // Defaults of Config.
@@ -37,7 +43,7 @@ var ErrClosed = errors.New("leanstream: connection closed")
 
 // CloseError is a server-initiated Close.
 type CloseError struct {
-	Code   Code
+	Code   wire.Code
 	Reason string
 }
 
@@ -51,7 +57,7 @@ func (e *CloseError) Unwrap() error { return ErrClosed }
 // PublishError is one message the server refused.
 type PublishError struct {
 	PublishingID uint64
-	Code         Code
+	Code         wire.Code
 }
 
 // Config configures a connection. Only Addr is required.
@@ -82,7 +88,7 @@ type Config struct {
 	OnPublishError func(publisherID uint8, errs []PublishError)
 	// OnCreditError gets a Credit refusal (unknown or inactive
 	// subscription).
-	OnCreditError func(subscriptionID uint8, code Code)
+	OnCreditError func(subscriptionID uint8, code wire.Code)
 }
 
 // ChunkHandler gets each chunk delivered to a subscription, on the reader
@@ -91,7 +97,7 @@ type ChunkHandler func(c *Chunk)
 
 // response is a response to a request with a correlation id.
 type response struct {
-	code Code
+	code wire.Code
 	body []byte // after the code, copied
 }
 
@@ -197,14 +203,14 @@ func (c *Client) handshake(ctx context.Context) error {
 	if c.cfg.ConnectionName != "" {
 		props["connection_name"] = c.cfg.ConnectionName
 	}
-	r, err := c.call(ctx, "peer properties", keyPeerProperties, func(b []byte) []byte { return appendMap(b, props) })
+	r, err := c.call(ctx, "peer properties", wire.KeyPeerProperties, func(b []byte) []byte { return appendMap(b, props) })
 	if err != nil {
 		return err
 	}
 	d := decoder{b: r.body}
 	c.peer = d.strMap("peer properties")
 
-	r, err = c.call(ctx, "sasl handshake", keySaslHandshake, nil)
+	r, err = c.call(ctx, "sasl handshake", wire.KeySaslHandshake, nil)
 	if err != nil {
 		return err
 	}
@@ -215,8 +221,8 @@ func (c *Client) handshake(ctx context.Context) error {
 	}
 	plain := make([]byte, 0, 2+len(c.cfg.User)+len(c.cfg.Password))
 	plain = append(append(append(append(plain, 0), c.cfg.User...), 0), c.cfg.Password...)
-	if _, err := c.call(ctx, "sasl authenticate", keySaslAuthenticate, func(b []byte) []byte {
-		return appendBytes(appendString(b, "PLAIN"), plain)
+	if _, err := c.call(ctx, "sasl authenticate", wire.KeySaslAuthenticate, func(b []byte) []byte {
+		return wire.AppendBytes(wire.AppendString(b, "PLAIN"), plain)
 	}); err != nil {
 		return err
 	}
@@ -233,8 +239,8 @@ func (c *Client) handshake(ctx context.Context) error {
 	hb := negotiate(tune[1], uint32(max(c.cfg.Heartbeat/time.Second, 1)))
 	c.heartbeat = time.Duration(hb) * time.Second
 	if err := c.writeFrame(func(b []byte) []byte {
-		b, start := beginFrame(b, keyTune|responseBit, 1)
-		return finishFrame(appendU32(appendU32(b, frameMax), hb), start)
+		b, start := wire.BeginFrame(b, wire.KeyTune|wire.ResponseBit, 1)
+		return wire.EndFrame(wire.AppendU32(wire.AppendU32(b, frameMax), hb), start)
 	}); err != nil {
 		return err
 	}
@@ -244,7 +250,7 @@ func (c *Client) handshake(ctx context.Context) error {
 	c.frameMax.Store(frameMax)
 
 	vhost := c.cfg.Vhost
-	r, err = c.call(ctx, "open "+vhost, keyOpen, func(b []byte) []byte { return appendString(b, vhost) })
+	r, err = c.call(ctx, "open "+vhost, wire.KeyOpen, func(b []byte) []byte { return wire.AppendString(b, vhost) })
 	if err != nil {
 		return err
 	}
@@ -264,6 +270,11 @@ func negotiate(server, client uint32) uint32 {
 		return server
 	}
 	return min(server, client)
+}
+
+// appendMap appends m as a protocol map, its keys in order.
+func appendMap(b []byte, m map[string]string) []byte {
+	return wire.AppendStringMap(b, slices.Sorted(maps.Keys(m)), m)
 }
 
 func contains(xs []string, s string) bool {
@@ -318,7 +329,7 @@ func (c *Client) writeFrame(build func([]byte) []byte) error {
 // call sends a request (key, version 1, a new correlation id, then what
 // fields appends) and waits for its response. A code other than OK is a
 // *ResponseError.
-func (c *Client) call(ctx context.Context, op string, key uint16, fields func([]byte) []byte) (response, error) {
+func (c *Client) call(ctx context.Context, op string, key wire.Key, fields func([]byte) []byte) (response, error) {
 	id := c.corr.Add(1)
 	ch := make(chan response, 1)
 	c.mu.Lock()
@@ -336,12 +347,12 @@ func (c *Client) call(ctx context.Context, op string, key uint16, fields func([]
 		c.mu.Unlock()
 	}()
 	if err := c.writeFrame(func(b []byte) []byte {
-		b, start := beginFrame(b, key, 1)
-		b = appendU32(b, id)
+		b, start := wire.BeginFrame(b, key, 1)
+		b = wire.AppendU32(b, id)
 		if fields != nil {
 			b = fields(b)
 		}
-		return finishFrame(b, start)
+		return wire.EndFrame(b, start)
 	}); err != nil {
 		return response{}, fmt.Errorf("leanstream: %s: %w", op, err)
 	}
@@ -352,7 +363,7 @@ func (c *Client) call(ctx context.Context, op string, key uint16, fields func([]
 	}
 	select {
 	case r := <-ch:
-		if r.code != CodeOK {
+		if r.code != wire.CodeOK {
 			return r, &ResponseError{Op: op, Code: r.code}
 		}
 		return r, nil
@@ -420,19 +431,19 @@ func (c *Client) readLoop() {
 
 // dispatch handles one frame. An error ends the connection.
 func (c *Client) dispatch(frame []byte) error {
-	key := binary.BigEndian.Uint16(frame)
+	key := wire.Key(binary.BigEndian.Uint16(frame))
 	d := decoder{b: frame[4:]}
 	switch key {
-	case keyDeliver:
+	case wire.KeyDeliver:
 		return c.handleDeliver(&d)
-	case keyPublishConfirm:
+	case wire.KeyPublishConfirm:
 		return c.handleConfirm(&d)
-	case keyPublishError:
+	case wire.KeyPublishError:
 		return c.handlePublishError(&d)
-	case keyHeartbeat, keyMetadataUpdate:
+	case wire.KeyHeartbeat, wire.KeyMetadataUpdate:
 		return nil
-	case keyCredit | responseBit: // only on errors, without correlation id
-		code := Code(d.u16("credit response"))
+	case wire.KeyCredit | wire.ResponseBit: // only on errors, without correlation id
+		code := wire.Code(d.u16("credit response"))
 		sub := d.u8("credit response")
 		if d.err != nil {
 			return d.err
@@ -441,7 +452,7 @@ func (c *Client) dispatch(frame []byte) error {
 			c.cfg.OnCreditError(sub, code)
 		}
 		return nil
-	case keyTune:
+	case wire.KeyTune:
 		fm, hb := d.u32("tune"), d.u32("tune")
 		if d.err != nil {
 			return d.err
@@ -451,27 +462,26 @@ func (c *Client) dispatch(frame []byte) error {
 		default:
 		}
 		return nil
-	case keyClose: // server-initiated
+	case wire.KeyClose: // server-initiated
 		corr := d.u32("close")
-		code := Code(d.u16("close"))
+		code := wire.Code(d.u16("close"))
 		reason := d.str("close")
 		if d.err != nil {
 			return d.err
 		}
 		_ = c.writeFrame(func(b []byte) []byte {
-			b, start := beginFrame(b, keyClose|responseBit, 1)
-			b = appendU16(appendU32(b, corr), uint16(CodeOK))
-			return finishFrame(b, start)
+			b, start := wire.BeginResponse(b, wire.KeyClose, corr, wire.CodeOK)
+			return wire.EndFrame(b, start)
 		})
 		return &CloseError{Code: code, Reason: reason}
-	case keyConsumerUpdate:
+	case wire.KeyConsumerUpdate:
 		return nil // only with single active consumers, which this client does not use
 	}
-	if key&responseBit == 0 {
+	if key&wire.ResponseBit == 0 {
 		return nil // an unknown command: ignore
 	}
 	corr := d.u32("response")
-	code := Code(d.u16("response"))
+	code := wire.Code(d.u16("response"))
 	if d.err != nil {
 		return d.err
 	}
@@ -494,8 +504,8 @@ func (c *Client) heartbeatLoop() {
 		select {
 		case <-t.C:
 			if err := c.writeFrame(func(b []byte) []byte {
-				b, start := beginFrame(b, keyHeartbeat, 1)
-				return finishFrame(b, start)
+				b, start := wire.BeginFrame(b, wire.KeyHeartbeat, 1)
+				return wire.EndFrame(b, start)
 			}); err != nil {
 				return
 			}
@@ -517,8 +527,8 @@ func (c *Client) Close() error {
 		default:
 			c.closing.Store(true)
 			ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.Timeout, 2*time.Second))
-			_, err = c.call(ctx, "close", keyClose, func(b []byte) []byte {
-				return appendString(appendU16(b, uint16(CodeOK)), "OK")
+			_, err = c.call(ctx, "close", wire.KeyClose, func(b []byte) []byte {
+				return wire.AppendString(wire.AppendU16(b, uint16(wire.CodeOK)), "OK")
 			})
 			cancel()
 			if errors.Is(err, ErrClosed) {
@@ -540,19 +550,19 @@ func (c *Client) shutdown() {
 
 // Create creates a stream with the given arguments (such as
 // max-length-bytes). An existing stream gives a *ResponseError matching
-// CodeStreamAlreadyExists.
+// wire.CodeStreamAlreadyExists.
 func (c *Client) Create(stream string, args map[string]string) error {
-	_, err := c.call(context.Background(), fmt.Sprintf("create stream %q", stream), keyCreate, func(b []byte) []byte {
-		return appendMap(appendString(b, stream), args)
+	_, err := c.call(context.Background(), fmt.Sprintf("create stream %q", stream), wire.KeyCreate, func(b []byte) []byte {
+		return appendMap(wire.AppendString(b, stream), args)
 	})
 	return err
 }
 
 // Delete deletes a stream. A missing stream gives a *ResponseError
-// matching CodeStreamDoesNotExist.
+// matching wire.CodeStreamDoesNotExist.
 func (c *Client) Delete(stream string) error {
-	_, err := c.call(context.Background(), fmt.Sprintf("delete stream %q", stream), keyDelete, func(b []byte) []byte {
-		return appendString(b, stream)
+	_, err := c.call(context.Background(), fmt.Sprintf("delete stream %q", stream), wire.KeyDelete, func(b []byte) []byte {
+		return wire.AppendString(b, stream)
 	})
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // startWarren starts an in-process broker with a stream listener on a free
@@ -240,16 +241,16 @@ func TestErrorCodes(t *testing.T) {
 	}
 	err := c.Create("dup", nil)
 	var re *ResponseError
-	if !errors.Is(err, CodeStreamAlreadyExists) || !errors.As(err, &re) || re.Code != 5 {
+	if !errors.Is(err, wire.CodeStreamAlreadyExists) || !errors.As(err, &re) || re.Code != 5 {
 		t.Errorf("create twice: %v", err)
 	}
-	if err := c.Delete("missing"); !errors.Is(err, CodeStreamDoesNotExist) {
+	if err := c.Delete("missing"); !errors.Is(err, wire.CodeStreamDoesNotExist) {
 		t.Errorf("delete missing: %v", err)
 	}
-	if err := c.DeclarePublisher(1, "", "missing"); !errors.Is(err, CodeStreamDoesNotExist) {
+	if err := c.DeclarePublisher(1, "", "missing"); !errors.Is(err, wire.CodeStreamDoesNotExist) {
 		t.Errorf("declare publisher on missing stream: %v", err)
 	}
-	if err := c.Subscribe(1, "missing", First(), 1, func(*Chunk) {}); !errors.Is(err, CodeStreamDoesNotExist) {
+	if err := c.Subscribe(1, "missing", First(), 1, func(*Chunk) {}); !errors.Is(err, wire.CodeStreamDoesNotExist) {
 		t.Errorf("subscribe to missing stream: %v", err)
 	}
 	// A publisher that was never declared: every message is refused.
@@ -267,8 +268,8 @@ func TestErrorCodes(t *testing.T) {
 		t.Fatalf("confirms %v, errors %v", cf.ids, cf.errs)
 	}
 	for i, e := range cf.errs {
-		if e.PublishingID != uint64(10+i) || e.Code != CodePublisherDoesNotExist {
-			t.Errorf("error %d: %+v, want id %d code %#x", i, e, 10+i, CodePublisherDoesNotExist)
+		if e.PublishingID != uint64(10+i) || e.Code != wire.CodePublisherDoesNotExist {
+			t.Errorf("error %d: %+v, want id %d code %#x", i, e, 10+i, wire.CodePublisherDoesNotExist)
 		}
 	}
 }

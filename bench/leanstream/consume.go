@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // OffsetSpec is where a subscription starts. Build one with First, Last,
@@ -14,43 +16,36 @@ type OffsetSpec struct {
 	value uint64
 }
 
-// Offset types of Subscribe.
-const (
-	offsetFirst     uint16 = 1
-	offsetLast      uint16 = 2
-	offsetNext      uint16 = 3
-	offsetOffset    uint16 = 4
-	offsetTimestamp uint16 = 5
-)
-
 // First starts at the oldest message.
-func First() OffsetSpec { return OffsetSpec{kind: offsetFirst} }
+func First() OffsetSpec { return OffsetSpec{kind: wire.OffsetTypeFirst} }
 
 // Last starts at the last chunk.
-func Last() OffsetSpec { return OffsetSpec{kind: offsetLast} }
+func Last() OffsetSpec { return OffsetSpec{kind: wire.OffsetTypeLast} }
 
 // Next starts after the last message: new messages only.
-func Next() OffsetSpec { return OffsetSpec{kind: offsetNext} }
+func Next() OffsetSpec { return OffsetSpec{kind: wire.OffsetTypeNext} }
 
 // Offset starts at offset n.
-func Offset(n uint64) OffsetSpec { return OffsetSpec{kind: offsetOffset, value: n} }
+func Offset(n uint64) OffsetSpec { return OffsetSpec{kind: wire.OffsetTypeOffset, value: n} }
 
 // Timestamp starts at the first chunk written at or after ms (Unix
 // milliseconds).
-func Timestamp(ms int64) OffsetSpec { return OffsetSpec{kind: offsetTimestamp, value: uint64(ms)} }
+func Timestamp(ms int64) OffsetSpec {
+	return OffsetSpec{kind: wire.OffsetTypeTimestamp, value: uint64(ms)}
+}
 
 // String returns first, last, next, offset:N or timestamp:MS.
 func (o OffsetSpec) String() string {
 	switch o.kind {
-	case offsetFirst:
+	case wire.OffsetTypeFirst:
 		return "first"
-	case offsetLast:
+	case wire.OffsetTypeLast:
 		return "last"
-	case offsetNext:
+	case wire.OffsetTypeNext:
 		return "next"
-	case offsetOffset:
+	case wire.OffsetTypeOffset:
 		return "offset:" + strconv.FormatUint(o.value, 10)
-	case offsetTimestamp:
+	case wire.OffsetTypeTimestamp:
 		return "timestamp:" + strconv.FormatInt(int64(o.value), 10)
 	}
 	return "invalid"
@@ -85,14 +80,14 @@ func ParseOffsetSpec(s string) (OffsetSpec, error) {
 // credit back with Credit (normally one per chunk handled). With an
 // Offset spec, the chunk's Messages skip records below the offset.
 func (c *Client) Subscribe(subscriptionID uint8, stream string, offset OffsetSpec, credit uint16, handler ChunkHandler) error {
-	if offset.kind < offsetFirst || offset.kind > offsetTimestamp {
+	if offset.kind < wire.OffsetTypeFirst || offset.kind > wire.OffsetTypeTimestamp {
 		return fmt.Errorf("leanstream: subscribe to %q: invalid offset spec", stream)
 	}
 	if handler == nil {
 		return fmt.Errorf("leanstream: subscribe to %q: nil handler", stream)
 	}
 	sub := &subscription{handler: handler}
-	if offset.kind == offsetOffset {
+	if offset.kind == wire.OffsetTypeOffset {
 		sub.skipBelow = offset.value
 	}
 	c.mu.Lock()
@@ -102,14 +97,14 @@ func (c *Client) Subscribe(subscriptionID uint8, stream string, offset OffsetSpe
 	}
 	c.mu.subs[subscriptionID] = sub // before the request: Deliver may follow the response at once
 	c.mu.Unlock()
-	_, err := c.call(context.Background(), fmt.Sprintf("subscribe %d to %q", subscriptionID, stream), keySubscribe,
+	_, err := c.call(context.Background(), fmt.Sprintf("subscribe %d to %q", subscriptionID, stream), wire.KeySubscribe,
 		func(b []byte) []byte {
-			b = appendString(append(b, subscriptionID), stream)
-			b = appendU16(b, offset.kind)
-			if offset.kind == offsetOffset || offset.kind == offsetTimestamp {
-				b = appendU64(b, offset.value)
+			b = wire.AppendString(append(b, subscriptionID), stream)
+			b = wire.AppendU16(b, offset.kind)
+			if offset.kind == wire.OffsetTypeOffset || offset.kind == wire.OffsetTypeTimestamp {
+				b = wire.AppendU64(b, offset.value)
 			}
-			return appendU16(b, credit)
+			return wire.AppendU16(b, credit)
 		})
 	if err != nil {
 		c.mu.Lock()
@@ -121,7 +116,7 @@ func (c *Client) Subscribe(subscriptionID uint8, stream string, offset OffsetSpe
 
 // Unsubscribe ends a subscription.
 func (c *Client) Unsubscribe(subscriptionID uint8) error {
-	_, err := c.call(context.Background(), fmt.Sprintf("unsubscribe %d", subscriptionID), keyUnsubscribe,
+	_, err := c.call(context.Background(), fmt.Sprintf("unsubscribe %d", subscriptionID), wire.KeyUnsubscribe,
 		func(b []byte) []byte { return append(b, subscriptionID) })
 	c.mu.Lock()
 	delete(c.mu.subs, subscriptionID)
@@ -133,9 +128,9 @@ func (c *Client) Unsubscribe(subscriptionID uint8) error {
 // only on errors (Config.OnCreditError).
 func (c *Client) Credit(subscriptionID uint8, n uint16) error {
 	return c.writeFrame(func(b []byte) []byte {
-		b, start := beginFrame(b, keyCredit, 1)
-		b = appendU16(append(b, subscriptionID), n)
-		return finishFrame(b, start)
+		b, start := wire.BeginFrame(b, wire.KeyCredit, 1)
+		b = wire.AppendU16(append(b, subscriptionID), n)
+		return wire.EndFrame(b, start)
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // fakeServer accepts one connection and runs script on it.
@@ -32,7 +34,7 @@ func fakeServer(t *testing.T, script func(r *bufio.Reader, w net.Conn)) string {
 }
 
 // readFrame returns the key, version and the rest of one frame.
-func readFrame(r *bufio.Reader) (key, version uint16, body []byte, err error) {
+func readFrame(r *bufio.Reader) (key wire.Key, version uint16, body []byte, err error) {
 	var hdr [4]byte
 	if _, err = io.ReadFull(r, hdr[:]); err != nil {
 		return
@@ -41,19 +43,19 @@ func readFrame(r *bufio.Reader) (key, version uint16, body []byte, err error) {
 	if _, err = io.ReadFull(r, b); err != nil {
 		return
 	}
-	return binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]), b[4:], nil
+	return wire.Key(binary.BigEndian.Uint16(b)), binary.BigEndian.Uint16(b[2:]), b[4:], nil
 }
 
-func frame(key uint16, fields ...[]byte) []byte {
-	b, start := beginFrame(nil, key, 1)
+func frame(key wire.Key, fields ...[]byte) []byte {
+	b, start := wire.BeginFrame(nil, key, 1)
 	for _, f := range fields {
 		b = append(b, f...)
 	}
-	return finishFrame(b, start)
+	return wire.EndFrame(b, start)
 }
 
-func u16(v uint16) []byte { return appendU16(nil, v) }
-func u32(v uint32) []byte { return appendU32(nil, v) }
+func u16(v uint16) []byte { return wire.AppendU16(nil, v) }
+func u32(v uint32) []byte { return wire.AppendU32(nil, v) }
 
 // Ensure the handshake negotiates tune values, and a server-initiated
 // Close is answered, ends the connection with a CloseError and fails
@@ -62,7 +64,7 @@ func TestHandshakeAndServerClose(t *testing.T) {
 	errs := make(chan error, 10)
 	addr := fakeServer(t, func(r *bufio.Reader, w net.Conn) {
 		fail := func(msg string) { errs <- errors.New(msg) }
-		expect := func(want uint16) []byte {
+		expect := func(want wire.Key) []byte {
 			key, _, body, err := readFrame(r)
 			if err != nil || key != want {
 				fail("unexpected frame")
@@ -71,26 +73,26 @@ func TestHandshakeAndServerClose(t *testing.T) {
 			return body
 		}
 		corr := func(b []byte) []byte { return b[:4] }
-		b := expect(keyPeerProperties)
-		w.Write(frame(keyPeerProperties|responseBit, corr(b), u16(1), appendMap(nil, map[string]string{"product": "fake"})))
-		b = expect(keySaslHandshake)
-		w.Write(frame(keySaslHandshake|responseBit, corr(b), u16(1), u32(1), appendString(nil, "PLAIN")))
-		b = expect(keySaslAuthenticate)
-		if string(b[4:]) != string(append(appendString(nil, "PLAIN"), appendBytes(nil, []byte("\x00u\x00p"))...)) {
+		b := expect(wire.KeyPeerProperties)
+		w.Write(frame(wire.KeyPeerProperties|wire.ResponseBit, corr(b), u16(1), appendMap(nil, map[string]string{"product": "fake"})))
+		b = expect(wire.KeySaslHandshake)
+		w.Write(frame(wire.KeySaslHandshake|wire.ResponseBit, corr(b), u16(1), u32(1), wire.AppendString(nil, "PLAIN")))
+		b = expect(wire.KeySaslAuthenticate)
+		if string(b[4:]) != string(append(wire.AppendString(nil, "PLAIN"), wire.AppendBytes(nil, []byte("\x00u\x00p"))...)) {
 			fail("bad PLAIN")
 		}
-		w.Write(frame(keySaslAuthenticate|responseBit, corr(b), u16(1)))
-		w.Write(frame(keyTune, u32(4096), u32(0)))
-		b = expect(keyTune | responseBit)
+		w.Write(frame(wire.KeySaslAuthenticate|wire.ResponseBit, corr(b), u16(1)))
+		w.Write(frame(wire.KeyTune, u32(4096), u32(0)))
+		b = expect(wire.KeyTune | wire.ResponseBit)
 		if len(b) != 8 || binary.BigEndian.Uint32(b) != 4096 || binary.BigEndian.Uint32(b[4:]) != 60 {
 			fail("bad tune reply")
 		}
-		b = expect(keyOpen)
-		w.Write(frame(keyOpen|responseBit, corr(b), u16(1), u32(0)))
+		b = expect(wire.KeyOpen)
+		w.Write(frame(wire.KeyOpen|wire.ResponseBit, corr(b), u16(1), u32(0)))
 		// A request that gets no answer, then the server closes.
-		expect(keyCreate)
-		w.Write(frame(keyClose, u32(99), u16(uint16(CodeInternalError)), appendString(nil, "boom")))
-		b = expect(keyClose | responseBit)
+		expect(wire.KeyCreate)
+		w.Write(frame(wire.KeyClose, u32(99), u16(uint16(wire.CodeInternalError)), wire.AppendString(nil, "boom")))
+		b = expect(wire.KeyClose | wire.ResponseBit)
 		if binary.BigEndian.Uint32(b) != 99 || binary.BigEndian.Uint16(b[4:]) != 1 {
 			fail("bad close reply")
 		}
@@ -111,7 +113,7 @@ func TestHandshakeAndServerClose(t *testing.T) {
 	}
 	err = c.Create("s", nil)
 	var ce *CloseError
-	if !errors.As(err, &ce) || ce.Code != CodeInternalError || ce.Reason != "boom" || !errors.Is(err, ErrClosed) {
+	if !errors.As(err, &ce) || ce.Code != wire.CodeInternalError || ce.Reason != "boom" || !errors.Is(err, ErrClosed) {
 		t.Errorf("pending call: %v", err)
 	}
 	select {
@@ -137,18 +139,18 @@ func TestMalformedDeliver(t *testing.T) {
 				return
 			}
 			switch key {
-			case keyPeerProperties:
-				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
-			case keySaslHandshake:
-				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
-			case keySaslAuthenticate:
-				w.Write(frame(key|responseBit, body[:4], u16(1)))
-				w.Write(frame(keyTune, u32(0), u32(0)))
-			case keyOpen:
-				w.Write(frame(key|responseBit, body[:4], u16(1), u32(0)))
+			case wire.KeyPeerProperties:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1), u32(0)))
+			case wire.KeySaslHandshake:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1), u32(0)))
+			case wire.KeySaslAuthenticate:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1)))
+				w.Write(frame(wire.KeyTune, u32(0), u32(0)))
+			case wire.KeyOpen:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1), u32(0)))
 				// A chunk header claiming more data than follows.
 				chunk := buildChunk(0, 1, 1, simple([]byte("x")))
-				w.Write(frame(keyDeliver, []byte{1}, chunk[:len(chunk)-2]))
+				w.Write(frame(wire.KeyDeliver, []byte{1}, chunk[:len(chunk)-2]))
 			}
 		}
 	})

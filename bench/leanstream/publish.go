@@ -3,6 +3,8 @@ package leanstream
 import (
 	"context"
 	"fmt"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // publishHeaderSize is size, key, version, publisher id and count.
@@ -11,16 +13,16 @@ const publishHeaderSize = 4 + 2 + 2 + 1 + 4
 // DeclarePublisher declares publisher id on stream. A non-empty reference
 // turns on deduplication (publishing ids must then increase).
 func (c *Client) DeclarePublisher(id uint8, reference, stream string) error {
-	_, err := c.call(context.Background(), fmt.Sprintf("declare publisher %d on %q", id, stream), keyDeclarePublisher,
+	_, err := c.call(context.Background(), fmt.Sprintf("declare publisher %d on %q", id, stream), wire.KeyDeclarePublisher,
 		func(b []byte) []byte {
-			return appendString(appendString(append(b, id), reference), stream)
+			return wire.AppendString(wire.AppendString(append(b, id), reference), stream)
 		})
 	return err
 }
 
 // DeletePublisher deletes publisher id.
 func (c *Client) DeletePublisher(id uint8) error {
-	_, err := c.call(context.Background(), fmt.Sprintf("delete publisher %d", id), keyDeletePublisher,
+	_, err := c.call(context.Background(), fmt.Sprintf("delete publisher %d", id), wire.KeyDeletePublisher,
 		func(b []byte) []byte { return append(b, id) })
 	return err
 }
@@ -37,9 +39,9 @@ func (c *Client) Publish(publisherID uint8, batch *Batch) error {
 		return fmt.Errorf("leanstream: publish %d messages: frame of %d bytes exceeds frame max %d", batch.n, size+4, fm)
 	}
 	var hdr [publishHeaderSize]byte
-	b, start := beginFrame(hdr[:0], keyPublish, 1)
+	b, start := wire.BeginFrame(hdr[:0], wire.KeyPublish, 1)
 	b = append(b, publisherID)
-	b = appendU32(b, uint32(batch.n))
+	b = wire.AppendU32(b, uint32(batch.n))
 	putU32(b[start:], uint32(size))
 
 	c.wmu.Lock()
@@ -95,7 +97,7 @@ func (c *Client) handlePublishError(d *decoder) error {
 	errs := c.publishErrs[:0]
 	for range n {
 		id := d.u64("publish error")
-		errs = append(errs, PublishError{PublishingID: id, Code: Code(d.u16("publish error"))})
+		errs = append(errs, PublishError{PublishingID: id, Code: wire.Code(d.u16("publish error"))})
 	}
 	c.publishErrs = errs
 	if c.cfg.OnPublishError != nil {

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/warren-mq/warren/bench/amqpbench"
 )
 
 // BrokerUsage is what the broker process spent during a run, from
-// /proc/PID/stat and /proc/PID/io (see amqpbench.ReadProc).
+// /proc/PID/stat and /proc/PID/io (see readProc).
 type BrokerUsage struct {
 	PID           int           `json:"pid"`
 	CPU           time.Duration `json:"cpu_ns"`
@@ -30,7 +28,7 @@ func ResolvePID(s string) (int, error) {
 	if pid, err := strconv.Atoi(s); err == nil && pid > 0 {
 		return pid, nil
 	}
-	pid, err := amqpbench.ReadPIDFile(s)
+	pid, err := readPIDFile(s)
 	if err != nil {
 		return 0, fmt.Errorf("perf: broker pid %q: %w", s, err)
 	}
@@ -40,7 +38,7 @@ func ResolvePID(s string) (int, error) {
 // brokerProbe samples a broker process before and after a run.
 type brokerProbe struct {
 	pid    int
-	before amqpbench.ProcSample
+	before procSample
 }
 
 // startProbe samples pid (0: no probe, nil result).
@@ -48,7 +46,7 @@ func startProbe(pid int) (*brokerProbe, error) {
 	if pid <= 0 {
 		return nil, nil
 	}
-	s, err := amqpbench.ReadProc(pid)
+	s, err := readProc(pid)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +59,7 @@ func (p *brokerProbe) finish(published int64, size int) *BrokerUsage {
 	if p == nil {
 		return nil
 	}
-	after, err := amqpbench.ReadProc(p.pid)
+	after, err := readProc(p.pid)
 	if err != nil {
 		return nil
 	}

@@ -204,3 +204,24 @@ not json is skipped only when it does not start with a brace
 		t.Errorf("report:\n%s\nwant a line %q", out.String(), want)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{3, 1}, 2},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := slices.Clone(tc.in)
+		if got := median(in); got != tc.want {
+			t.Errorf("median(%v): got %v, want %v", tc.in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.in) {
+			t.Errorf("median(%v) reordered its input to %v", tc.in, in)
+		}
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-
-	"github.com/warren-mq/warren/bench/streambench"
 )
 
 // Record is one run as labels and numeric metrics: what Report reads (one
@@ -114,7 +112,7 @@ func Report(w io.Writer, recs []Record, baseline string) error {
 					fmt.Fprint(w, " - |")
 					continue
 				}
-				med[t] = streambench.Median(v)
+				med[t] = median(v)
 				fmt.Fprintf(w, " %s (n=%d) |", fmtNum(med[t]), len(v))
 			}
 			for _, t := range present {
@@ -145,6 +143,21 @@ func anyMetric(values map[key][]float64, s, t string) bool {
 		}
 	}
 	return false
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none. It does not modify xs.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // fmtNum prints large numbers without decimals and small ones with three

@@ -13,7 +13,6 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
-	"github.com/warren-mq/warren/bench/streambench"
 )
 
 // Application properties the stream producers set.
@@ -176,13 +175,51 @@ func declareStream(ctx context.Context, env *stream.Environment, cfg StreamConfi
 		return nil
 	}
 	if cfg.Recreate {
-		return streambench.RecreateStream(ctx, env, cfg.Stream, opts, cfg.SetupTimeout)
+		return recreateStream(ctx, env, cfg.Stream, opts, cfg.SetupTimeout)
 	}
 	if cfg.Producers == 0 {
 		return nil
 	}
 	if err := env.DeclareStream(cfg.Stream, opts); err != nil {
 		return fmt.Errorf("perf: declare stream %q: %w", cfg.Stream, err)
+	}
+	return nil
+}
+
+// recreateStream deletes the stream name if it exists, waits (at most
+// timeout) until it is gone and declares it with opts.
+func recreateStream(ctx context.Context, env *stream.Environment, name string, opts *stream.StreamOptions, timeout time.Duration) error {
+	exists, err := env.StreamExists(name)
+	if err != nil {
+		return fmt.Errorf("perf: stream %q exists: %w", name, err)
+	}
+	if exists {
+		if err := env.DeleteStream(name); err != nil {
+			return fmt.Errorf("perf: delete stream %q: %w", name, err)
+		}
+		// DeclareStream treats "already exists" as success, so a declare
+		// that overtook the delete would publish onto the old stream.
+		deadline := time.Now().Add(timeout)
+		for {
+			exists, err := env.StreamExists(name)
+			if err != nil {
+				return fmt.Errorf("perf: stream %q exists: %w", name, err)
+			}
+			if !exists {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%w: stream %q still exists %v after delete", ErrStall, name, timeout)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	if err := env.DeclareStream(name, opts); err != nil {
+		return fmt.Errorf("perf: declare stream %q: %w", name, err)
 	}
 	return nil
 }
@@ -241,7 +278,7 @@ type streamProducer struct {
 	cfg      StreamConfig
 	st       *Stats
 	matching *atomic.Int64
-	win      *streambench.Window
+	win      *confirmWindow
 	plain    *stream.Producer
 	super    *stream.SuperStreamProducer
 	confirms <-chan []*stream.ConfirmationStatus
@@ -253,7 +290,7 @@ type streamProducer struct {
 
 func newStreamProducer(env *stream.Environment, cfg StreamConfig, st *Stats, id int, matching *atomic.Int64) (*streamProducer, error) {
 	p := &streamProducer{id: id, cfg: cfg, st: st, matching: matching,
-		win: streambench.NewWindow(cfg.ConfirmWindow), sendDone: make(chan struct{})}
+		win: newConfirmWindow(cfg.ConfirmWindow), sendDone: make(chan struct{})}
 	name := fmt.Sprintf("perf-producer-%d", id)
 	var pf *stream.ProducerFilter
 	if len(cfg.FilterValues) > 0 {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/bench/leanstream"
-	"github.com/warren-mq/warren/bench/streambench"
 )
 
 // validateLean refuses what the lean client does not do.
@@ -110,7 +109,7 @@ type leanProducer struct {
 	cfg      StreamConfig
 	st       *Stats
 	matching *atomic.Int64
-	win      *streambench.Window
+	win      *confirmWindow
 	c        *leanstream.Client
 	// sentAt remembers the send time of recent publishing ids for confirm
 	// latencies: slot id % len holds the id and its time.
@@ -130,7 +129,7 @@ type sentSlot struct {
 
 func newLeanProducer(ctx context.Context, cfg StreamConfig, st *Stats, id int, matching *atomic.Int64) (*leanProducer, error) {
 	p := &leanProducer{id: id, cfg: cfg, st: st, matching: matching,
-		win:    streambench.NewWindow(cfg.ConfirmWindow),
+		win:    newConfirmWindow(cfg.ConfirmWindow),
 		sentAt: make([]sentSlot, cfg.ConfirmWindow+cfg.BatchSize),
 		signal: make(chan struct{}, 1), sendDone: make(chan struct{})}
 	lc := leanConfig(cfg, fmt.Sprintf("perf-producer-%d", id))

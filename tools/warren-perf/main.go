@@ -40,7 +40,6 @@ import (
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 	"github.com/warren-mq/warren/bench/perf"
-	"github.com/warren-mq/warren/bench/streambench"
 )
 
 func main() {
@@ -228,5 +227,5 @@ func report(args []string, stdout, stderr io.Writer) int {
 
 func init() {
 	// The stream client logs through a package-level logger.
-	logs.SetLogger(streambench.NewClientLogger(log.New(os.Stderr, "client: ", log.LstdFlags), false))
+	logs.SetLogger(newClientLogger(log.New(os.Stderr, "client: ", log.LstdFlags), false))
 }

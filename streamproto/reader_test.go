@@ -1,11 +1,12 @@
 package streamproto
 
 import (
-	"bytes"
 	"errors"
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/warren-mq/warren/streamproto/wire"
 )
 
 // Ensure every reader method decodes its field big-endian and advances
@@ -278,43 +279,16 @@ func TestWireReaderHugeCountsDoNotAllocate(t *testing.T) {
 	}
 }
 
-// Ensure the appenders write big-endian fields after what is already in
-// the buffer, and appendStringMap writes entries in the order of keys.
-func TestWireAppenders(t *testing.T) {
-	b := []byte{0xaa} // existing content is kept
-	b = appendU16(b, 0x0102)
-	b = appendU32(b, 0x03040506)
-	b = appendU64(b, 0x0708090a0b0c0d0e)
-	b = appendString(b, "hey")
-	b = appendString(b, "")
-	b = appendStringMap(b, []string{"b", "a", "c"}, map[string]string{"a": "1", "b": "22"})
-	want := []byte{
-		0xaa,       // existing
-		0x01, 0x02, // u16
-		0x03, 0x04, 0x05, 0x06, // u32
-		0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, // u64
-		0x00, 0x03, 'h', 'e', 'y', // string "hey"
-		0x00, 0x00, // string ""
-		0x00, 0x00, 0x00, 0x03, // map count 3 (the keys given)
-		0x00, 0x01, 'b', 0x00, 0x02, '2', '2', //   b = "22"
-		0x00, 0x01, 'a', 0x00, 0x01, '1', //   a = "1"
-		0x00, 0x01, 'c', 0x00, 0x00, //   c = "" (absent from the map)
-	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("appended\n got % x\nwant % x", b, want)
-	}
-}
-
 // Ensure what the appenders write, the reader reads back.
 func TestWireRoundTrip(t *testing.T) {
 	m := map[string]string{"product": "Warren", "version": ServerVersion, "empty": ""}
 	keys := []string{"empty", "product", "version"}
 	var b []byte
-	b = appendU16(b, 0xfffe)
-	b = appendU32(b, 0x80000001)
-	b = appendU64(b, 1<<63)
-	b = appendString(b, "stream-é")
-	b = appendStringMap(b, keys, m)
+	b = wire.AppendU16(b, 0xfffe)
+	b = wire.AppendU32(b, 0x80000001)
+	b = wire.AppendU64(b, 1<<63)
+	b = wire.AppendString(b, "stream-é")
+	b = wire.AppendStringMap(b, keys, m)
 	r := reader{b: b}
 	if got := r.u16(); got != 0xfffe {
 		t.Errorf("u16 = %#x", got)
@@ -334,59 +308,5 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	if r.err != nil || !r.empty() {
 		t.Errorf("err = %v, %d bytes left", r.err, len(r.b))
-	}
-}
-
-// Ensure beginFrame reserves the size, endFrame fills in the bytes after
-// the size field, and frames can follow each other and existing bytes.
-func TestWireFrame(t *testing.T) {
-	b := []byte("xy") // bytes already queued
-	b, start := beginFrame(b, KeyHeartbeat, 1)
-	if start != 2 {
-		t.Fatalf("start = %d, want 2", start)
-	}
-	b = endFrame(b, start)
-	b, start = beginFrame(b, KeyMetadataUpdate, 1)
-	b = appendU16(b, uint16(CodeStreamNotAvailable))
-	b = appendString(b, "s1")
-	b = endFrame(b, start)
-	want := []byte{
-		'x', 'y', // existing
-		// Heartbeat
-		0x00, 0x00, 0x00, 0x04, // size: key + version
-		0x00, 0x17, // key Heartbeat
-		0x00, 0x01, // version 1
-		// MetadataUpdate
-		0x00, 0x00, 0x00, 0x0a, // size 10
-		0x00, 0x10, // key MetadataUpdate
-		0x00, 0x01, // version 1
-		0x00, 0x06, // code stream not available
-		0x00, 0x02, 's', '1', // stream "s1"
-	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("frames\n got % x\nwant % x", b, want)
-	}
-	if got := appendHeartbeat(nil); !bytes.Equal(got, want[2:10]) {
-		t.Errorf("appendHeartbeat = % x, want % x", got, want[2:10])
-	}
-}
-
-// Ensure beginResponse sets the response bit, writes version 1, and echoes
-// the correlation id before the code.
-func TestWireBeginResponse(t *testing.T) {
-	b, start := beginResponse([]byte{0xee}, KeyQueryOffset, 0x01020304, CodeNoOffset)
-	b = appendU64(b, 0)
-	b = endFrame(b, start)
-	want := []byte{
-		0xee,                   // existing
-		0x00, 0x00, 0x00, 0x12, // size 18
-		0x80, 0x0b, // key QueryOffset | 0x8000
-		0x00, 0x01, // version 1
-		0x01, 0x02, 0x03, 0x04, // correlation id
-		0x00, 0x13, // code no offset
-		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // offset 0
-	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("response\n got % x\nwant % x", b, want)
 	}
 }

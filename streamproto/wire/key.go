@@ -1,6 +1,6 @@
-package streamproto
+package wire
 
-// Key is a command key. Responses set the top bit.
+// Key is a command key. Responses set the top bit (ResponseBit).
 type Key uint16
 
 // These constants are part of the wire protocol and must not be changed.
@@ -37,85 +37,17 @@ const (
 	KeyDeleteSuperStream       Key = 0x001e // corr, string name
 	KeyResolveOffsetSpec       Key = 0x001f // corr, string stream, u16 type, [u64 offset], map props -> code, u16 type, u64 offset
 
-	responseBit Key = 0x8000
+	// ResponseBit is set in the key of a response.
+	ResponseBit Key = 0x8000
 )
 
-// Code is a response code.
-type Code uint16
+// No command key may carry the response bit.
+const _ = uint(ResponseBit - 1 - KeyResolveOffsetSpec)
 
-// Response codes. These are part of the wire protocol.
-const (
-	CodeOK                         Code = 0x01
-	CodeStreamDoesNotExist         Code = 0x02
-	CodeSubscriptionIDExists       Code = 0x03
-	CodeSubscriptionIDDoesNotExist Code = 0x04
-	CodeStreamAlreadyExists        Code = 0x05
-	CodeStreamNotAvailable         Code = 0x06
-	CodeSASLMechanismNotSupported  Code = 0x07
-	CodeAuthenticationFailure      Code = 0x08
-	CodeSASLError                  Code = 0x09
-	CodeSASLChallenge              Code = 0x0a
-	CodeAuthenticationLoopback     Code = 0x0b
-	CodeVirtualHostAccessFailure   Code = 0x0c
-	CodeUnknownFrame               Code = 0x0d
-	CodeFrameTooLarge              Code = 0x0e
-	CodeInternalError              Code = 0x0f
-	CodeAccessRefused              Code = 0x10
-	CodePreconditionFailed         Code = 0x11
-	CodePublisherDoesNotExist      Code = 0x12
-	CodeNoOffset                   Code = 0x13
-)
-
-// Offset types in Subscribe and ResolveOffsetSpec.
-const (
-	offsetTypeNone      = 0
-	offsetTypeFirst     = 1
-	offsetTypeLast      = 2
-	offsetTypeNext      = 3
-	offsetTypeOffset    = 4
-	offsetTypeTimestamp = 5
-)
-
-// Protocol limits and defaults.
-const (
-	// initialFrameMax caps frames until the connection is open.
-	initialFrameMax = 8192
-	// DefaultFrameMax and DefaultHeartbeat are offered in Tune.
-	DefaultFrameMax  = 1048576
-	DefaultHeartbeat = 60
-	// initialPublishCredits is the connection's publish credit: one per
-	// entry in flight. Reading stops at zero and resumes above
-	// creditsRequiredForUnblocking.
-	initialPublishCredits        = 50000
-	creditsRequiredForUnblocking = 12500
-	// maxPublishers and maxSubscriptions per connection (ids are u8).
-	maxPublishers    = 256
-	maxSubscriptions = 256
-	// ServerVersion is the RabbitMQ version Warren reports, so clients
-	// enable the features it implements.
-	ServerVersion = "4.2.0"
-)
-
-// readsVersion reports whether the server reads a frame of key in that
-// version: the client commands in the versions ExchangeCommandVersions
-// announces, the handshake commands and the responses a client sends in
-// version 1.
-func readsVersion(key Key, version uint16) bool {
-	switch key {
-	case KeyPeerProperties, KeySaslHandshake, KeySaslAuthenticate, KeyTune, KeyTune | responseBit, KeyOpen,
-		KeyClose | responseBit, KeyConsumerUpdate | responseBit:
-		return version == 1
-	}
-	for _, v := range serverCommandVersions {
-		if Key(v[0]) == key {
-			return version >= v[1] && version <= v[2]
-		}
-	}
-	return true // not a command the server reads: refused as unknown by key
-}
-
-// serverCommandVersions is what ExchangeCommandVersions answers: key, min, max.
-var serverCommandVersions = [][3]uint16{
+// ServerCommandVersions is what Warren's server answers to
+// ExchangeCommandVersions: key, lowest and highest version it reads (for
+// Deliver: sends). Read it; do not change it.
+var ServerCommandVersions = [...][3]uint16{
 	{uint16(KeyDeclarePublisher), 1, 1},
 	{uint16(KeyPublish), 1, 2},
 	{uint16(KeyQueryPublisherSequence), 1, 1},
@@ -139,3 +71,14 @@ var serverCommandVersions = [][3]uint16{
 	{uint16(KeyCreateSuperStream), 1, 1},
 	{uint16(KeyDeleteSuperStream), 1, 1},
 }
+
+// Offset types of Subscribe, ResolveOffsetSpec and the ConsumerUpdate
+// response. These are part of the wire protocol.
+const (
+	OffsetTypeNone      = 0 // ConsumerUpdate response: keep the Subscribe spec
+	OffsetTypeFirst     = 1
+	OffsetTypeLast      = 2
+	OffsetTypeNext      = 3
+	OffsetTypeOffset    = 4 // followed by u64 offset
+	OffsetTypeTimestamp = 5 // followed by i64 Unix milliseconds
+)

@@ -1,4 +1,4 @@
-package amqpbench
+package perf
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 // Linux fixes at 100 for user space whatever the kernel's HZ.
 const userHZ = 100
 
-// ProcSample is a process's CPU time and storage writes at one moment.
-type ProcSample struct {
+// procSample is a process's CPU time and storage writes at one moment.
+type procSample struct {
 	// CPU is utime+stime from /proc/PID/stat (all threads).
 	CPU time.Duration
 	// WriteBytes is write_bytes from /proc/PID/io: bytes the process caused
@@ -26,16 +26,16 @@ type ProcSample struct {
 	HaveIO bool
 }
 
-// ReadProc samples process pid. Only a failure to read /proc/PID/stat is
+// readProc samples process pid. Only a failure to read /proc/PID/stat is
 // an error; an unreadable /proc/PID/io leaves HaveIO false.
-func ReadProc(pid int) (ProcSample, error) {
-	var s ProcSample
+func readProc(pid int) (procSample, error) {
+	var s procSample
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return s, fmt.Errorf("amqpbench: broker pid %d: %w", pid, err)
+		return s, fmt.Errorf("perf: broker pid %d: %w", pid, err)
 	}
 	if s.CPU, err = parseStatCPU(stat); err != nil {
-		return s, fmt.Errorf("amqpbench: /proc/%d/stat: %w", pid, err)
+		return s, fmt.Errorf("perf: /proc/%d/stat: %w", pid, err)
 	}
 	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
 		if wb, err := parseIOWriteBytes(io); err == nil {
@@ -81,9 +81,9 @@ func parseIOWriteBytes(io []byte) (int64, error) {
 	return 0, errors.New("no write_bytes line")
 }
 
-// ReadPIDFile reads a process id from a pid file (such as RabbitMQ's
+// readPIDFile reads a process id from a pid file (such as RabbitMQ's
 // rabbit.pid).
-func ReadPIDFile(path string) (int, error) {
+func readPIDFile(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err

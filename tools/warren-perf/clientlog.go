@@ -1,4 +1,4 @@
-package streambench
+package main
 
 import (
 	"fmt"
@@ -8,11 +8,11 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 )
 
-// NewClientLogger adapts l to the stream client's logger (logs.SetLogger):
+// newClientLogger adapts l to the stream client's logger (logs.SetLogger):
 // warnings and errors always, info lines only with info. It drops the
 // error v1.8.3 logs on every clean shutdown (the broker's close frame races
 // the client's own close) unless info is set.
-func NewClientLogger(l *log.Logger, info bool) logs.Logger {
+func newClientLogger(l *log.Logger, info bool) logs.Logger {
 	return clientLogger{info: info, l: l}
 }
 
