@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/warren-mq/warren/internal/erlterm"
 )
 
 // Policy validation: rabbit_policy:policy_validation/0 for the policy
@@ -249,14 +251,14 @@ func erlTerm(v any) string {
 			return strconv.FormatInt(n, 10)
 		}
 		if f, err := x.Float64(); err == nil {
-			return termFloat(f)
+			return erlterm.Float(f)
 		}
 		return string(x)
 	case float64:
 		if n, ok := policyInt(x); ok {
 			return strconv.FormatInt(n, 10)
 		}
-		return termFloat(x)
+		return erlterm.Float(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {

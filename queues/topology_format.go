@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/warren-mq/warren/internal/erlterm"
 )
 
 // AMQP field types as RabbitMQ names them, Erlang term formatting for
@@ -143,9 +145,9 @@ func termText(v any) string {
 	case []byte:
 		return termBinary(string(x))
 	case float32:
-		return termFloat(float64(x))
+		return erlterm.Float(float64(x))
 	case float64:
-		return termFloat(x)
+		return erlterm.Float(x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {
@@ -206,26 +208,6 @@ func termBinary(s string) string {
 		return `<<"` + q + `">>`
 	}
 	return `<<"` + q + `"/utf8>>`
-}
-
-// termFloat renders a float as Erlang's shortest round-trip form: 1.5,
-// 100.0, 1.0e20.
-func termFloat(f float64) string {
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	mant, exp, hasExp := strings.Cut(s, "e")
-	if !strings.Contains(mant, ".") && !strings.ContainsAny(mant, "NI") {
-		mant += ".0"
-	}
-	if !hasExp {
-		return mant
-	}
-	exp = strings.TrimPrefix(exp, "+")
-	neg := strings.HasPrefix(exp, "-")
-	exp = strings.TrimLeft(strings.TrimPrefix(exp, "-"), "0")
-	if neg {
-		exp = "-" + exp
-	}
-	return mant + "e" + exp
 }
 
 // bindingIdent is a binding's identity within its vhost: source,
