@@ -6,6 +6,8 @@
 #   bash bench/run.sh -short          # a smoke of the harness: Warren only, seconds
 #   bash bench/run.sh -pairs 5 -targets warren,rabbitmq -scenarios stream-publish,stream-replay
 #   bash bench/run.sh -clients lean   # throughput scenarios with the lean clients only
+#   bash bench/run.sh -baseline main~3 -targets warren -scenarios amqp-classic-16
+#                                     # this tree against Warren built at another revision
 #
 # The throughput scenarios run once per client: "lean" (bench/leanstream,
 # bench/leanamqp: little CPU per message, so the broker bounds the rate
@@ -20,8 +22,15 @@
 # ratios Warren/other (warren-perf report). Every broker it started is
 # stopped on exit. Ratios mean something only within one invocation.
 #
+# -baseline REV adds the target "warren-base": Warren built from git
+# revision REV (a detached worktree under OUT, removed after the build),
+# run beside this tree's Warren, so a change is measured against what it
+# changes in the same invocation (before/after ratios in the report).
+#
 # Ports: Warren AMQP 127.0.0.1:17672, stream 127.0.0.1:17552 (override
-# with WARREN_BENCH_AMQP and WARREN_BENCH_STREAM); RabbitMQ
+# with WARREN_BENCH_AMQP and WARREN_BENCH_STREAM); warren-base AMQP
+# 127.0.0.1:17772, stream 127.0.0.1:17652 (WARREN_BENCH_BASE_AMQP,
+# WARREN_BENCH_BASE_STREAM); RabbitMQ
 # AMQP 15673, stream 15552 (bench/rabbitmq.sh); NATS 127.0.0.1:14222.
 set -euo pipefail
 
@@ -30,6 +39,7 @@ PAIRS=3
 SHORT=0
 TARGETS=""
 CLIENTS=lean,go
+BASELINE=""
 SCENARIOS="idle-rss,stream-publish,stream-replay,stream-latency,amqp-classic-16,amqp-classic-1k,amqp-quorum-16,amqp-quorum-1k,fanout-10,backlog-drain,restart"
 OUT=${WARREN_BENCH_OUT:-/tmp/warren-bench-run}
 while [[ $# -gt 0 ]]; do
@@ -40,7 +50,8 @@ while [[ $# -gt 0 ]]; do
 	-scenarios) SCENARIOS=$2; shift ;;
 	-clients) CLIENTS=$2; shift ;;
 	-out) OUT=$2; shift ;;
-	*) echo "usage: $0 [-short] [-pairs N] [-targets warren,rabbitmq,nats] [-scenarios a,b] [-clients lean,go] [-out DIR]" >&2; exit 2 ;;
+	-baseline) BASELINE=$2; shift ;;
+	*) echo "usage: $0 [-short] [-pairs N] [-targets warren,rabbitmq,nats] [-scenarios a,b] [-clients lean,go] [-baseline REV] [-out DIR]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -60,6 +71,8 @@ else
 fi
 
 W_AMQP=${WARREN_BENCH_AMQP:-127.0.0.1:17672} W_STREAM=${WARREN_BENCH_STREAM:-127.0.0.1:17552}
+B_AMQP=${WARREN_BENCH_BASE_AMQP:-127.0.0.1:17772} B_STREAM=${WARREN_BENCH_BASE_STREAM:-127.0.0.1:17652}
+[[ -z $BASELINE ]] || TARGETS="$TARGETS,warren-base"
 R_AMQP=127.0.0.1:15673 R_STREAM=127.0.0.1:15552
 N_ADDR=127.0.0.1:14222
 RABBIT_DIR=${WARREN_BENCH_RABBIT_DIR:-/tmp/warren-bench-rabbitmq}
@@ -85,26 +98,43 @@ log "building warren and warren-perf into $OUT/bin"
 (cd "$ROOT" && go build -o "$OUT/bin/warren" ./tools/warren && go build -o "$OUT/bin/warren-perf" ./tools/warren-perf &&
 	go build -o "$OUT/bin/loopceiling" ./bench/cmd/loopceiling)
 PERF=$OUT/bin/warren-perf
+if [[ -n $BASELINE ]]; then
+	BASE_REV=$(cd "$ROOT" && git rev-parse --short "$BASELINE")
+	log "building warren at $BASELINE ($BASE_REV) into $OUT/bin/warren-base"
+	rm -rf "$OUT/base-src"
+	(cd "$ROOT" && git worktree add -q --detach "$OUT/base-src" "$BASE_REV")
+	(cd "$OUT/base-src" && go build -o "$OUT/bin/warren-base" ./tools/warren)
+	(cd "$ROOT" && git worktree remove --force "$OUT/base-src")
+fi
 
 # ---- brokers -------------------------------------------------------------
 
-WARREN_PID="" NATS_PID="" RABBIT_STARTED=0
-start_warren() { # start_warren [keep]: a fresh data dir unless keep
-	[[ ${1:-} == keep ]] || { rm -rf "$OUT/warren-data"; mkdir -p "$OUT/warren-data"; }
-	local a
-	for a in $W_AMQP $W_STREAM; do
+declare -A WARREN_PID=()
+NATS_PID="" RABBIT_STARTED=0
+warren_ports() { # warren_ports TARGET: its AMQP and stream addresses
+	case $1 in
+	warren) echo "$W_AMQP $W_STREAM" ;;
+	warren-base) echo "$B_AMQP $B_STREAM" ;;
+	esac
+}
+start_warren() { # start_warren TARGET [keep]: a fresh data dir unless keep
+	local t=$1 a amqp stream
+	read -r amqp stream <<<"$(warren_ports "$t")"
+	[[ ${2:-} == keep ]] || { rm -rf "$OUT/$t-data"; mkdir -p "$OUT/$t-data"; }
+	for a in $amqp $stream; do
 		! port_open "$a" || { log "$a is already in use (another broker?): set WARREN_BENCH_AMQP/WARREN_BENCH_STREAM"; exit 1; }
 	done
-	"$OUT/bin/warren" -data-dir "$OUT/warren-data" -amqp-listen $W_AMQP -stream-listen $W_STREAM \
-		-stream-advertise $W_STREAM -log-level warn >>"$OUT/warren.log" 2>&1 &
-	WARREN_PID=$!
-	wait_port $W_STREAM && kill -0 $WARREN_PID 2>/dev/null || { tail "$OUT/warren.log" >&2; log "warren did not start"; exit 1; }
+	"$OUT/bin/$t" -data-dir "$OUT/$t-data" -amqp-listen $amqp -stream-listen $stream \
+		-stream-advertise $stream -log-level warn >>"$OUT/$t.log" 2>&1 &
+	WARREN_PID[$t]=$!
+	wait_port $stream && kill -0 ${WARREN_PID[$t]} 2>/dev/null || { tail "$OUT/$t.log" >&2; log "$t did not start"; exit 1; }
 }
-stop_warren() { # stop_warren [KILL]
-	[[ -n $WARREN_PID ]] || return 0
-	kill -"${1:-TERM}" "$WARREN_PID" 2>/dev/null || true
-	wait "$WARREN_PID" 2>/dev/null || true
-	WARREN_PID=""
+stop_warren() { # stop_warren TARGET [KILL]
+	local pid=${WARREN_PID[$1]:-}
+	[[ -n $pid ]] || return 0
+	kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	WARREN_PID[$1]=""
 }
 start_rabbit() { # start_rabbit [keep]
 	if [[ ${1:-} == keep ]]; then
@@ -148,7 +178,8 @@ stop_nats() {
 	NATS_PID=""
 }
 cleanup() {
-	stop_warren
+	stop_warren warren
+	stop_warren warren-base
 	stop_nats
 	stop_rabbit
 }
@@ -156,7 +187,7 @@ trap cleanup EXIT
 
 pid_of() {
 	case $1 in
-	warren) echo "$WARREN_PID" ;;
+	warren | warren-base) echo "${WARREN_PID[$1]}" ;;
 	rabbitmq) rabbit_pid ;;
 	nats) echo "$NATS_PID" ;;
 	esac
@@ -168,7 +199,8 @@ record() {
 	printf '{"labels":{"scenario":"%s","target":"%s"},"metrics":{"%s":%s}}\n' "$1" "$2" "$3" "$4" >>"$RESULTS"
 }
 
-if has warren; then start_warren; fi
+if has warren; then start_warren warren; fi
+if has warren-base; then start_warren warren-base; fi
 if has rabbitmq; then start_rabbit; fi
 if has nats; then
 	if install_nats && (cd "$ROOT" && go list -m github.com/nats-io/nats.go >/dev/null 2>&1); then
@@ -186,7 +218,7 @@ fi
 
 cat <<EOF2 | tee "$OUT/setup.txt" >&2
 machine:  $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)
-warren:   $REV, $(go version | cut -d' ' -f3)
+warren:   $REV, $(go version | cut -d' ' -f3)${BASELINE:+; warren-base: $BASE_REV}
           durability: streams fsync policy none (confirm once written to the OS);
           durable classic and quorum queues fsync before confirming persistent messages (group commit)
 rabbitmq: $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo 'not installed'); streams: no fsync;
@@ -196,8 +228,8 @@ nats:     $(nats-server --version 2>/dev/null || echo 'not used'); JetStream fil
 targets:  $TARGETS   pairs: $PAIRS   clients: $CLIENTS   short: $SHORT
 EOF2
 
-stream_addr() { case $1 in warren) echo $W_STREAM ;; rabbitmq) echo $R_STREAM ;; esac; }
-amqp_url() { case $1 in warren) echo "amqp://guest:guest@$W_AMQP/" ;; rabbitmq) echo "amqp://guest:guest@$R_AMQP/" ;; esac; }
+stream_addr() { case $1 in warren) echo $W_STREAM ;; warren-base) echo $B_STREAM ;; rabbitmq) echo $R_STREAM ;; esac; }
+amqp_url() { case $1 in warren) echo "amqp://guest:guest@$W_AMQP/" ;; warren-base) echo "amqp://guest:guest@$B_AMQP/" ;; rabbitmq) echo "amqp://guest:guest@$R_AMQP/" ;; esac; }
 
 # perf SCENARIO TARGET MODE ARGS...: one warren-perf run, appended to results.
 perf() {
@@ -312,7 +344,7 @@ if want restart; then
 		for ((pair = 1; pair <= PAIRS; pair++)); do
 			t0=$(date +%s%N)
 			case $t in
-			warren) stop_warren KILL; t0=$(date +%s%N); start_warren keep ;;
+			warren | warren-base) stop_warren "$t" KILL; t0=$(date +%s%N); start_warren "$t" keep ;;
 			rabbitmq) stop_rabbit KILL; t0=$(date +%s%N); start_rabbit keep ;;
 			esac
 			perf restart "$t" stream -producers 0 -consumers 1 -count 1 -offset first -stream perf-big \
