@@ -138,6 +138,15 @@ func AppendCompressedSubBatch(dst []byte, c Compression, count uint16, uncompres
 // returns. The record slices passed to fn are valid only during the call.
 // fn returning false stops the iteration.
 func Records(data []byte, scratch []byte, fn func(record []byte) bool) ([]byte, error) {
+	return Walk(data, scratch, false, func(record []byte, _ uint64) bool { return fn(record) })
+}
+
+// Walk is Records with each record's index in the chunk (its offset less
+// the chunk's first offset). With skipCompressed, compressed sub-batches
+// are passed over (their records still count in the indexes), as
+// RabbitMQ's AMQP consumers of a stream skip them.
+func Walk(data []byte, scratch []byte, skipCompressed bool, fn func(record []byte, index uint64) bool) ([]byte, error) {
+	var index uint64
 	for len(data) > 0 {
 		e, rest, err := ParseEntry(data)
 		if err != nil {
@@ -145,16 +154,20 @@ func Records(data []byte, scratch []byte, fn func(record []byte) bool) ([]byte, 
 		}
 		data = rest
 		if !e.SubBatch {
-			if !fn(e.Data) {
+			if !fn(e.Data, index) {
 				return scratch, nil
 			}
+			index++
 			continue
 		}
 		plain := e.Data
-		if e.Compression == CompressionNone && uint32(len(plain)) != e.Uncompressed {
+		switch {
+		case e.Compression == CompressionNone && uint32(len(plain)) != e.Uncompressed:
 			return scratch, fmt.Errorf("sub-batch: %d bytes, header says %d: %w", len(plain), e.Uncompressed, ErrInvalidEntry)
-		}
-		if e.Compression != CompressionNone {
+		case e.Compression != CompressionNone && skipCompressed:
+			index += uint64(e.Records)
+			continue
+		case e.Compression != CompressionNone:
 			scratch, err = Decompress(scratch[:0], e.Compression, e.Data, e.Uncompressed)
 			if err != nil {
 				return scratch, err
@@ -169,10 +182,11 @@ func Records(data []byte, scratch []byte, fn func(record []byte) bool) ([]byte, 
 			if uint64(n) > uint64(len(plain)-4) {
 				return scratch, fmt.Errorf("sub-batch record %d: size %d: %w", i, n, ErrInvalidEntry)
 			}
-			if !fn(plain[4 : 4+n]) {
+			if !fn(plain[4:4+n], index) {
 				return scratch, nil
 			}
 			plain = plain[4+n:]
+			index++
 		}
 	}
 	return scratch, nil

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -497,5 +498,36 @@ func TestRecordsUncompressedLengthMismatch(t *testing.T) {
 	bad := AppendCompressedSubBatch(nil, CompressionNone, 2, 13, good[subBatchHeaderSize:])
 	if _, err := Records(bad, nil, func([]byte) bool { return true }); !errors.Is(err, ErrInvalidEntry) {
 		t.Fatalf("uncompressed size 13 for 12 bytes: %v", err)
+	}
+}
+
+// Ensure Walk gives every record its index in the chunk, and with
+// skipCompressed passes over a compressed sub-batch while still counting
+// its records, so the records after it keep their offsets.
+func TestWalkIndexes(t *testing.T) {
+	var data []byte
+	data = AppendSimpleEntry(data, []byte("s0"))
+	data = AppendSubBatch(data, [][]byte{[]byte("b1"), []byte("b2")})
+	data = append(data, compressed(t, CompressionGzip, []byte("z3"), []byte("z4"), []byte("z5")).raw...)
+	data = AppendSimpleEntry(data, []byte("s6"))
+	for _, skip := range []bool{false, true} {
+		var got []string
+		if _, err := Walk(data, nil, skip, func(r []byte, i uint64) bool {
+			got = append(got, fmt.Sprintf("%d:%s", i, r))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := "0:s0 1:b1 2:b2 3:z3 4:z4 5:z5 6:s6"
+		if skip {
+			want = "0:s0 1:b1 2:b2 6:s6"
+		}
+		if g := strings.Join(got, " "); g != want {
+			t.Errorf("skipCompressed=%v: %s, want %s", skip, g, want)
+		}
+	}
+	n := 0
+	if _, err := Walk(data, nil, true, func([]byte, uint64) bool { n++; return n < 2 }); err != nil || n != 2 {
+		t.Fatalf("stopping after 2: %d, %v", n, err)
 	}
 }
