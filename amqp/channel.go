@@ -34,7 +34,9 @@ type channel struct {
 	tx        *txState         // non-nil once tx.select
 	routeBuf  []string
 	keyBuf    []string
-	targets   []*queues.Queue
+	targets   []queues.Destination
+	pub       queues.Publishing
+	streamMsg streamMessage         // the message being published, for queues.Publish
 	rm        queues.RoutingMessage // reused per publish
 	acks      []pendingAck
 	ids       []uint64

@@ -10,10 +10,9 @@ import (
 // pendingAck is a delivery awaiting the client's ack.
 type pendingAck struct {
 	tag uint64
-	q   *queues.Queue
+	q   queues.Settler // its queue, or for a stream its consumer (settling gives credit back)
 	id  uint64
-	sc  *streamConsumer // a stream delivery: settling gives credit back (q is nil)
-	at  int64           // when delivered (monoNow), for the consumer timeout
+	at  int64 // when delivered (monoNow), for the consumer timeout
 }
 
 type settleMode uint8
@@ -27,10 +26,6 @@ const (
 // settle acks, requeues or discards deliveries, grouped by queue and in
 // delivery order within each queue. It runs on the reader goroutine.
 func (ch *channel) settle(acks []pendingAck, mode settleMode) {
-	acks = settleStream(acks)
-	if len(acks) == 0 {
-		return
-	}
 	ids := ch.ids[:0]
 	defer func() { ch.ids = ids[:0] }()
 	for len(acks) > 0 {
@@ -61,53 +56,62 @@ func (ch *channel) settle(acks []pendingAck, mode settleMode) {
 type consumer struct {
 	ch      *channel
 	tag     string
-	q       *queues.Queue
-	qc      *queues.Consumer
-	stream  *streamConsumer // a consumer of a stream (q and qc are nil)
+	sub     queues.Subscription // the consumer at its queue or stream (nil for reply-to)
+	q       *queues.Queue       // a classic or quorum queue's, for kickLimit; else nil
 	noAck   bool
-	reply   *replyConsumer    // amq.rabbitmq.reply-to (reply_to.go; q and qc are nil)
+	reply   *replyConsumer    // amq.rabbitmq.reply-to (reply_to.go; sub is nil)
 	deliver wire.BasicDeliver // reused under ch.mu
+	props   []byte            // a stream record's converted properties; one Deliver at a time
 }
 
 // Deliver sends one message to the client. The frames are queued while
-// ch.mu is held, so delivery tags reach the client in ascending order.
+// ch.mu is held, so delivery tags reach the client in ascending order. A
+// stream record (an AMQP 1.0 message) is converted first
+// (stream_convert.go).
 func (cs *consumer) Deliver(d *queues.Delivery) {
 	ch := cs.ch
+	exchange, key, props, body := d.Exchange, d.RoutingKey, []byte(nil), d.Body
+	if d.Stream != nil {
+		sd := convertStreamRecord(d.Body, d.ID, d.RoutingKey, cs.props)
+		cs.props = sd.props[:0]
+		exchange, key, props, body = sd.exchange, sd.key, sd.props, sd.body
+	} else {
+		props = queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
+	}
 	ch.c.out.waitRoom()
 	ch.mu.Lock()
 	if ch.mu.closed || ch.mu.consumers[cs.tag] != cs {
 		// Cancelled while the message was on its way: give it back.
 		ch.mu.Unlock()
 		if !cs.noAck {
-			d.Queue.Requeue(d.ID)
+			d.Settler().Requeue(d.ID)
 		}
 		return
 	}
 	ch.mu.nextTag++
 	tag := ch.mu.nextTag
 	if !cs.noAck {
-		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID, at: monoNow()})
+		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Settler(), id: d.ID, at: monoNow()})
 	}
 	cs.deliver = wire.BasicDeliver{
 		ConsumerTag: cs.tag,
 		DeliveryTag: tag,
 		Redelivered: d.Redelivered,
-		Exchange:    d.Exchange,
-		RoutingKey:  d.RoutingKey,
+		Exchange:    exchange,
+		RoutingKey:  key,
 	}
 	frameMax := ch.c.frameMax
-	props := queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
 	ch.c.out.frames(func(b []byte) []byte {
 		b = wire.AppendMethodFrame(b, ch.id, &cs.deliver)
-		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), props)
-		return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(body)), props)
+		return wire.AppendBodyFrames(b, ch.id, body, frameMax)
 	})
 	ch.mu.Unlock()
 }
 
-// Cancelled is the queue ending the consumer (the queue was deleted):
-// the client hears basic.cancel if it said it understands it.
-func (cs *consumer) Cancelled(q *queues.Queue, tag string) {
+// Cancelled is the queue ending the consumer (the queue or stream was
+// deleted): the client hears basic.cancel if it said it understands it.
+func (cs *consumer) Cancelled(_ *queues.Queue, tag string) {
 	ch := cs.ch
 	ch.mu.Lock()
 	if ch.mu.consumers[cs.tag] != cs {
@@ -147,22 +151,6 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	if err := ch.check(queues.PermRead, "queue", name); err != nil {
 		return err
 	}
-	q, err := ch.c.broker.Queue(ch.c.vhost, name)
-	if err != nil {
-		if s, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
-			return ch.consumeStream(m, name, s)
-		}
-		return err
-	}
-	prio, err := q.ConsumerPriority(m.Arguments)
-	if err != nil {
-		return err
-	}
-	if q.Quorum() && ch.limit.Limit != 0 {
-		// RabbitMQ ≤4.2: a quorum queue refuses a channel with an active
-		// global qos (rabbit_quorum_queue:consume, limiter_active).
-		return newError(wire.NotImplemented, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost)
-	}
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = randomName("amq.ctag-")
@@ -175,8 +163,10 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	if _, dup := ch.mu.consumers[tag]; dup {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
-	cs := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck}
-	qc, err := q.Consume(queues.ConsumerOptions{
+	cs := &consumer{ch: ch, tag: tag, noAck: m.NoAck}
+	// Under ch.mu: the first delivery, which takes ch.mu, follows the
+	// consume-ok queued below.
+	sub, err := ch.c.broker.Consume(ch.c.vhost, name, queues.ConsumerOptions{
 		Tag:       tag,
 		NoAck:     m.NoAck,
 		Exclusive: m.Exclusive,
@@ -184,15 +174,16 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		Channel:   ch.limit,
 		Owner:     ch.c,
 		Sink:      cs,
-		Priority:  prio,
-	})
+	}, m.Arguments)
 	if err != nil {
 		return err
 	}
-	cs.qc = qc
+	cs.sub = sub
+	if qc, ok := sub.(*queues.Consumer); ok {
+		cs.q = qc.Queue()
+	}
 	ch.mu.consumers[tag] = cs
 	if !m.NoWait {
-		// Queued under ch.mu: no delivery can precede it.
 		ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
 	}
 	return nil
@@ -354,4 +345,13 @@ func (ch *channel) handleQos(m *wire.BasicQos) error {
 	}
 	ch.c.send(ch.id, &wire.BasicQosOk{})
 	return nil
+}
+
+// stop ends the consumer at its queue or stream.
+func (cs *consumer) stop() {
+	if cs.reply != nil {
+		cs.stopReply()
+		return
+	}
+	cs.sub.Stop()
 }

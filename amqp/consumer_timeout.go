@@ -115,7 +115,6 @@ func (ch *channel) checkTimeout() {
 // requeueAll requeues deliveries in delivery order per queue, without the
 // reader's scratch buffers.
 func requeueAll(acks []pendingAck) {
-	acks = settleStream(acks)
 	for len(acks) > 0 {
 		q := acks[0].q
 		var ids []uint64

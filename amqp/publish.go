@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/warren-mq/warren/amqp/wire"
-	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -168,29 +167,25 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 	defer func() {
 		clear(targets)
 		ch.targets = targets[:0]
+		ch.streamMsg = streamMessage{}
+		ch.pub = queues.Publishing{}
 	}()
-	var streamBuf [2]*osiris.Stream
-	streams := streamBuf[:0] // routed streams (stream_publish.go)
 	for _, name := range qs {
-		switch q, s := ch.c.broker.LookupDestination(ch.c.vhost, name); {
-		case q != nil:
-			targets = append(targets, q)
-		case s != nil:
-			streams = append(streams, s)
+		if d, ok := ch.c.broker.Destination(ch.c.vhost, name); ok {
+			targets = append(targets, d)
 		}
 	}
-	if len(targets) == 0 && len(streams) == 0 {
+	if len(targets) == 0 {
 		if mandatory {
 			ch.sendReturn(wire.NoRoute, "NO_ROUTE", exchange, key, props, body)
 		}
 		done.complete(nil)
 		return nil
 	}
-	done.expect(len(targets) + len(streams))
-	for _, q := range targets {
-		q.Publish(rec, msg.Persistent, done.complete)
-	}
-	publishStreams(streams, exchange, key, props, body, done)
+	done.expect(len(targets))
+	ch.streamMsg = streamMessage{exchange: exchange, key: key, props: props, body: body}
+	ch.pub = queues.Publishing{Record: rec, Persistent: msg.Persistent, Stream: &ch.streamMsg, SizeHint: len(props) + len(body)}
+	queues.Publish(targets, &ch.pub, done.complete)
 	return nil
 }
 

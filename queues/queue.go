@@ -90,7 +90,12 @@ type Message struct {
 // Delivery is a message handed to a consumer or to basic.get. Its slices
 // are valid only during the call that receives it.
 type Delivery struct {
-	Queue         *Queue
+	Queue *Queue
+	// Stream is set instead of Queue for a record read from a stream by a
+	// StreamConsumer: ID is its offset, Body an AMQP 1.0 message (the
+	// front end converts it), RoutingKey the stream's name, for records
+	// that carry no routing key of their own.
+	Stream        *StreamConsumer
 	ConsumerTag   string
 	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
 	Redelivered   bool

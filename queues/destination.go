@@ -1,0 +1,98 @@
+package queues
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/warren-mq/warren/osiris"
+)
+
+// A message routed to queues goes to each Destination the routed names
+// designate, of any type: a classic or quorum queue appends the record
+// (the AMQP 0-9-1-native format, EncodeRecord), a stream appends the
+// message as an AMQP 1.0 message in one simple entry, with its filter
+// value, as rabbit_stream_queue:deliver does. Each format is encoded once
+// per message, however many destinations share it.
+
+// Destination is a routed name resolved to a queue of some type.
+type Destination struct {
+	q *Queue
+	s *osiris.Stream
+}
+
+// Destination returns the queue or stream name designates; false when it
+// is neither. It allocates nothing.
+func (b *Broker) Destination(vhost, name string) (Destination, bool) {
+	q, s := b.LookupDestination(vhost, name)
+	return Destination{q: q, s: s}, q != nil || s != nil
+}
+
+// Queue is the destination's classic or quorum queue, nil for a stream.
+func (d Destination) Queue() *Queue { return d.q }
+
+// StreamEncoder encodes a message for streams, as the front end that
+// received it knows how.
+type StreamEncoder interface {
+	// AppendStreamMessage appends the message, as an AMQP 1.0 message,
+	// to dst and returns the extended slice and the message's filter
+	// value (nil for none).
+	AppendStreamMessage(dst []byte) (out, filter []byte, err error)
+}
+
+// Publishing is a message to publish to destinations.
+type Publishing struct {
+	Record     []byte // for classic and quorum queues
+	Persistent bool
+	Stream     StreamEncoder // for streams; called once, if a destination is a stream
+	SizeHint   int           // about the size of the AMQP 1.0 message, to size its buffer
+}
+
+// errEntryTooLarge is a message whose AMQP 1.0 encoding does not fit a
+// simple entry's 31-bit size.
+var errEntryTooLarge = errors.New("queues: message too large for a stream entry")
+
+// Publish stores p in every destination; done is called once per
+// destination, when it has stored it (or failed to). Classic and quorum
+// queues confirm as Queue.Publish says; streams once their writer has
+// written the chunk, without fsync, as RabbitMQ's streams do.
+func Publish(dsts []Destination, p *Publishing, done func(error)) {
+	var entry, filter []byte
+	var err error
+	encoded := false
+	for _, d := range dsts {
+		if d.q != nil {
+			d.q.Publish(p.Record, p.Persistent, done)
+			continue
+		}
+		if !encoded {
+			entry, filter, err = streamEntry(p)
+			encoded = true
+		}
+		if err != nil {
+			done(err)
+			continue
+		}
+		b := &osiris.Batch{
+			Messages: []osiris.Message{{Entry: entry, Filter: filter}},
+			Done:     func(r osiris.Result) { done(r.Err) },
+		}
+		if err := d.s.Submit(b); err != nil {
+			done(err) // closed or deleted meanwhile
+		}
+	}
+}
+
+// streamEntry encodes p as a simple entry: u32 size (top bit clear), then
+// the AMQP 1.0 message.
+func streamEntry(p *Publishing) (entry, filter []byte, err error) {
+	entry = make([]byte, 4, 4+256+p.SizeHint)
+	entry, filter, err = p.Stream.AppendStreamMessage(entry)
+	if err == nil && len(entry)-4 > 1<<31-1 {
+		err = errEntryTooLarge
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	binary.BigEndian.PutUint32(entry, uint32(len(entry)-4))
+	return entry, filter, nil
+}
