@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 func allProps() Properties {
@@ -61,7 +63,7 @@ func TestPropertiesRoundTripAllFlags(t *testing.T) {
 			t.Fatalf("flag %#04x: %v", bit, err)
 		}
 		again, _ := AppendProperties(nil, &got)
-		assertBytes(t, again, raw)
+		testutil.AssertBytes(t, again, raw)
 		checkViewAgrees(t, raw, got)
 	}
 }
@@ -112,7 +114,7 @@ func TestPropertiesGolden(t *testing.T) {
 		Expiration:   "500",
 		Timestamp:    0x0102030405060708,
 	}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		b140                     # content-type 0x8000, headers 0x2000, delivery-mode 0x1000,
 		                         # expiration 0x0100, timestamp 0x0040
 		0a 'text/plain'          # content-type
@@ -127,7 +129,7 @@ func TestPropertiesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertBytes(t, got, want)
+	testutil.AssertBytes(t, got, want)
 	v, err := ScanProperties(want)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +143,7 @@ func TestPropertiesGolden(t *testing.T) {
 // RabbitMQ ignores flag bits 1-0 (it expects no continuation word);
 // they are never written.
 func TestPropertiesIgnoredFlagBits(t *testing.T) {
-	raw := hexBytes(t, `1003 02`) // delivery-mode, plus bits 1 and 0
+	raw := testutil.HexBytes(t, `1003 02`) // delivery-mode, plus bits 1 and 0
 	p, err := ParseProperties(raw)
 	if err != nil || p.Flags != FlagDeliveryMode || p.DeliveryMode != 2 {
 		t.Fatalf("ParseProperties = %+v, %v", p, err)
@@ -155,7 +157,7 @@ func TestPropertiesIgnoredFlagBits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertBytes(t, out, hexBytes(t, `1000 02`))
+	testutil.AssertBytes(t, out, testutil.HexBytes(t, `1000 02`))
 }
 
 func TestPropertiesMalformed(t *testing.T) {
@@ -199,7 +201,7 @@ func TestAppendPropertiesErrors(t *testing.T) {
 }
 
 func TestParseContentHeader(t *testing.T) {
-	payload := hexBytes(t, `
+	payload := testutil.HexBytes(t, `
 		003c 0000                # class 60, weight 0
 		0000000000001000         # body size 4096
 		1800 02 05               # delivery-mode 2, priority 5

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // Each tag, as the one entry "k" of a table: the Go value, its encoding
@@ -39,7 +41,7 @@ var tagCases = []struct {
 
 // oneEntry wraps a tag+value encoding into the table {"k": value}.
 func oneEntry(t *testing.T, enc string) []byte {
-	body := append([]byte{1, 'k'}, hexBytes(t, enc)...)
+	body := append([]byte{1, 'k'}, testutil.HexBytes(t, enc)...)
 	return append([]byte{0, 0, 0, byte(len(body))}, body...)
 }
 
@@ -51,7 +53,7 @@ func TestTableTags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertBytes(t, got, want)
+			testutil.AssertBytes(t, got, want)
 			tab, n, err := ReadTable(append(want, 0xEE)) // a byte after the table is not its
 			if err != nil || n != len(want) {
 				t.Fatalf("ReadTable: n = %d, err = %v", n, err)
@@ -96,7 +98,7 @@ func TestTableConversions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%T: %v", tc.in, err)
 		}
-		assertBytes(t, got, oneEntry(t, tc.enc))
+		testutil.AssertBytes(t, got, oneEntry(t, tc.enc))
 		tab, _, err := ReadTable(got)
 		if err != nil || !reflect.DeepEqual(tab["k"], tc.back) {
 			t.Errorf("%T: read back %#v, %v; want %#v", tc.in, tab["k"], err, tc.back)
@@ -170,7 +172,7 @@ func TestTableSorted(t *testing.T) {
 		{`01 'a' 'V' 02 'aa' 'V'`, true},
 		{`01 'B' 'V' 01 'a' 'V'`, true}, // bytewise: 'B' < 'a'
 	} {
-		body := hexBytes(t, tc.body)
+		body := testutil.HexBytes(t, tc.body)
 		b := append([]byte{0, 0, 0, byte(len(body))}, body...)
 		if got, err := TableSorted(b); got != tc.want || err != nil {
 			t.Errorf("%s: TableSorted = %v, %v; want %v", tc.body, got, err, tc.want)
@@ -196,12 +198,12 @@ func TestReadTableMalformed(t *testing.T) {
 		{"bad nested", `0000000a 01 'k' 'F' 00000003 01 'k' 'Z'`, "unknown field tag 'Z'"},
 		{"bad array", `00000008 01 'k' 'A' 00000001 'Z'`, "unknown field tag 'Z'"},
 	} {
-		_, _, err := ReadTable(hexBytes(t, tc.in))
+		_, _, err := ReadTable(testutil.HexBytes(t, tc.in))
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: err = %v, want ErrMalformed with %q", tc.name, err, tc.why)
 		}
 		// ScanProperties validates headers deeply and agrees.
-		props := append([]byte{0x20, 0}, hexBytes(t, tc.in)...)
+		props := append([]byte{0x20, 0}, testutil.HexBytes(t, tc.in)...)
 		if _, err := ScanProperties(props); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: ScanProperties err = %v", tc.name, err)
 		}
@@ -209,7 +211,7 @@ func TestReadTableMalformed(t *testing.T) {
 }
 
 func TestReadTableDuplicateFirstWins(t *testing.T) {
-	tab, _, err := ReadTable(hexBytes(t, `0000000b 01 'k' 'B' 01 01 'k' 'B' 02 01 'j' 'V'`))
+	tab, _, err := ReadTable(testutil.HexBytes(t, `0000000b 01 'k' 'B' 01 01 'k' 'B' 02 01 'j' 'V'`))
 	if err != nil || !reflect.DeepEqual(tab, Table{"k": uint8(1), "j": nil}) {
 		t.Fatalf("%#v, %v", tab, err)
 	}
@@ -302,7 +304,7 @@ func TestScanTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The raw A value carries its length and goes to ScanArray.
-	assertBytes(t, ccRaw, hexBytes(t, `00000010 'S' 00000003 'rk1' 'S' 00000003 'rk2'`))
+	testutil.AssertBytes(t, ccRaw, testutil.HexBytes(t, `00000010 'S' 00000003 'rk1' 'S' 00000003 'rk2'`))
 	var keys []string
 	if err := ScanArray(ccRaw, func(tag byte, value []byte) error {
 		keys = append(keys, string(value[4:]))
