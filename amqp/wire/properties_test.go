@@ -2,11 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/internal/testutil"
 )
 
@@ -96,11 +98,11 @@ func checkViewAgrees(t *testing.T, raw []byte, p Properties) {
 	if !bytes.Equal(raw[v.HeadersPos:v.HeadersPos+len(v.Headers)], v.Headers) {
 		t.Fatalf("HeadersPos %d does not locate the headers", v.HeadersPos)
 	}
-	h, n, err := ReadTable(v.Headers)
+	h, n, err := amqptab.ReadTable(v.Headers)
 	if err != nil || n != len(v.Headers) || !reflect.DeepEqual(h, p.Headers) {
 		t.Fatalf("view headers %v (%d, %v), want %v", h, n, err, p.Headers)
 	}
-	if ok, _ := TableSorted(v.Headers); !ok {
+	if ok, _ := amqptab.TableSorted(v.Headers); !ok {
 		t.Fatal("headers not written sorted")
 	}
 }
@@ -235,5 +237,40 @@ func TestScanPropertiesAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("ScanProperties allocs = %v, want 0", allocs)
+	}
+}
+
+// Ensure ScanProperties checks the headers through every nesting level
+// (amqptab.CheckTable), as ParseProperties's decoding does, and that the
+// errors wrap ErrMalformed.
+func TestScanPropertiesBadHeaders(t *testing.T) {
+	// deep is a headers table nested amqptab.MaxDepth+1 deep.
+	deep := []byte{1, 'l', 't', 1}
+	for range amqptab.MaxDepth {
+		deep = append(binary.BigEndian.AppendUint32([]byte{1, 'n', 'F'}, uint32(len(deep))), deep...)
+	}
+	deep = append(binary.BigEndian.AppendUint32(nil, uint32(len(deep))), deep...)
+	for _, tc := range []struct {
+		name    string
+		headers []byte
+	}{
+		{"short length", testutil.HexBytes(t, `0000 00`)},
+		{"length past end", testutil.HexBytes(t, `00000005 01 'k' 'V'`)},
+		{"bad nested", testutil.HexBytes(t, `0000000a 01 'k' 'F' 00000003 01 'k' 'Z'`)},
+		{"bad array", testutil.HexBytes(t, `00000008 01 'k' 'A' 00000001 'Z'`)},
+		{"too deep", deep},
+	} {
+		props := append([]byte{0x20, 0}, tc.headers...)
+		if _, err := ScanProperties(props); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: ScanProperties err = %v", tc.name, err)
+		}
+		if _, err := ParseProperties(props); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: ParseProperties err = %v", tc.name, err)
+		}
+	}
+	// One level less is accepted.
+	ok := deep[4+3:] // the table under the outermost key
+	if _, err := ScanProperties(append([]byte{0x20, 0}, ok...)); err != nil {
+		t.Fatalf("depth %d: %v", amqptab.MaxDepth, err)
 	}
 }

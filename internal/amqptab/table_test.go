@@ -1,4 +1,4 @@
-package wire
+package amqptab
 
 import (
 	"encoding/binary"
@@ -202,10 +202,9 @@ func TestReadTableMalformed(t *testing.T) {
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: err = %v, want ErrMalformed with %q", tc.name, err, tc.why)
 		}
-		// ScanProperties validates headers deeply and agrees.
-		props := append([]byte{0x20, 0}, testutil.HexBytes(t, tc.in)...)
-		if _, err := ScanProperties(props); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: ScanProperties err = %v", tc.name, err)
+		// CheckTable validates deeply without decoding and agrees.
+		if err := CheckTable(testutil.HexBytes(t, tc.in)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: CheckTable err = %v", tc.name, err)
 		}
 	}
 }
@@ -261,30 +260,30 @@ func nestBytes(n int) []byte {
 }
 
 func TestTableDepth(t *testing.T) {
-	b, err := AppendTable(nil, nest(MaxTableDepth))
+	b, err := AppendTable(nil, nest(MaxDepth))
 	if err != nil {
-		t.Fatalf("depth %d: %v", MaxTableDepth, err)
+		t.Fatalf("depth %d: %v", MaxDepth, err)
 	}
 	if _, _, err := ReadTable(b); err != nil {
-		t.Fatalf("read depth %d: %v", MaxTableDepth, err)
+		t.Fatalf("read depth %d: %v", MaxDepth, err)
 	}
-	if _, err := AppendTable(nil, nest(MaxTableDepth+1)); !errors.Is(err, ErrFieldType) {
-		t.Fatalf("write depth %d: %v", MaxTableDepth+1, err)
+	if _, err := AppendTable(nil, nest(MaxDepth+1)); !errors.Is(err, ErrFieldType) {
+		t.Fatalf("write depth %d: %v", MaxDepth+1, err)
 	}
 
-	ok := nestBytes(MaxTableDepth)
+	ok := nestBytes(MaxDepth)
 	if _, _, err := ReadTable(ok); err != nil {
-		t.Fatalf("read %d: %v", MaxTableDepth, err)
+		t.Fatalf("read %d: %v", MaxDepth, err)
 	}
-	deep := nestBytes(MaxTableDepth + 1)
+	deep := nestBytes(MaxDepth + 1)
 	if _, _, err := ReadTable(deep); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "deeper") {
-		t.Fatalf("read %d: %v", MaxTableDepth+1, err)
+		t.Fatalf("read %d: %v", MaxDepth+1, err)
 	}
-	if _, err := ScanProperties(append([]byte{0x20, 0}, deep...)); !errors.Is(err, ErrMalformed) {
-		t.Fatalf("ScanProperties depth %d: %v", MaxTableDepth+1, err)
+	if err := CheckTable(deep); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("CheckTable depth %d: %v", MaxDepth+1, err)
 	}
-	if _, err := ScanProperties(append([]byte{0x20, 0}, ok...)); err != nil {
-		t.Fatalf("ScanProperties depth %d: %v", MaxTableDepth, err)
+	if err := CheckTable(ok); err != nil {
+		t.Fatalf("CheckTable depth %d: %v", MaxDepth, err)
 	}
 }
 
@@ -327,8 +326,9 @@ func TestScanTable(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = ScanTable(b, func([]byte, byte, []byte) error { return nil })
 		_, _ = TableSorted(b)
+		_ = CheckTable(b)
 	})
 	if allocs != 0 {
-		t.Fatalf("ScanTable/TableSorted allocs = %v, want 0", allocs)
+		t.Fatalf("ScanTable/TableSorted/CheckTable allocs = %v, want 0", allocs)
 	}
 }
