@@ -134,14 +134,13 @@ func scanProps(raw []byte, vals *propValues, deep bool) (flags uint16, headersPo
 		var n int
 		switch bit {
 		case FlagHeaders:
-			n = amqptab.ValueSize('F', raw[off:])
-			if n < 0 {
-				return 0, -1, fmt.Errorf("amqp/wire: property headers: truncated table: %w", ErrMalformed)
-			}
 			if deep {
-				if err := amqptab.CheckTable(raw[off : off+n]); err != nil {
+				var err error
+				if n, err = amqptab.CheckTable(raw[off:]); err != nil {
 					return 0, -1, fmt.Errorf("amqp/wire: property headers: %w", err)
 				}
+			} else if n = amqptab.ValueSize('F', raw[off:]); n < 0 {
+				return 0, -1, fmt.Errorf("amqp/wire: property headers: truncated table: %w", ErrMalformed)
 			}
 			headersPos = off
 		case FlagDeliveryMode, FlagPriority:

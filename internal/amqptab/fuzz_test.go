@@ -35,8 +35,8 @@ func FuzzReadTable(f *testing.F) {
 		if scanErr != nil {
 			t.Fatalf("ReadTable accepts what ScanTable rejects: %v", scanErr)
 		}
-		if err := CheckTable(b[:n]); err != nil {
-			t.Fatalf("ReadTable accepts what CheckTable rejects: %v", err)
+		if n2, err := CheckTable(b); err != nil || n2 != n {
+			t.Fatalf("ReadTable accepts %d bytes, CheckTable %d: %v", n, n2, err)
 		}
 		b2, err := AppendTable(nil, t1)
 		if err != nil {

@@ -317,15 +317,16 @@ func TableSorted(b []byte) (bool, error) {
 	return sorted, nil
 }
 
-// CheckTable validates the table b (exactly one u32-length-prefixed
-// table) through every nesting level, as ReadTable would, without
-// allocating unless it fails.
-func CheckTable(b []byte) error {
-	body, err := exact(b, "table")
+// CheckTable validates the u32-length-prefixed table at the start of b
+// through every nesting level, as ReadTable would decode it, and returns
+// the number of bytes it occupies. It allocates nothing unless it fails:
+// it is the deep check of a message's headers on the publish path.
+func CheckTable(b []byte) (int, error) {
+	body, n, err := lengthPrefixed(b, "table")
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return checkEntries(body, 1)
+	return n, checkEntries(body, 1)
 }
 
 func checkEntries(body []byte, depth int) error {

@@ -203,7 +203,7 @@ func TestReadTableMalformed(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrMalformed with %q", tc.name, err, tc.why)
 		}
 		// CheckTable validates deeply without decoding and agrees.
-		if err := CheckTable(testutil.HexBytes(t, tc.in)); !errors.Is(err, ErrMalformed) {
+		if _, err := CheckTable(testutil.HexBytes(t, tc.in)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: CheckTable err = %v", tc.name, err)
 		}
 	}
@@ -279,11 +279,11 @@ func TestTableDepth(t *testing.T) {
 	if _, _, err := ReadTable(deep); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "deeper") {
 		t.Fatalf("read %d: %v", MaxDepth+1, err)
 	}
-	if err := CheckTable(deep); !errors.Is(err, ErrMalformed) {
+	if _, err := CheckTable(deep); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("CheckTable depth %d: %v", MaxDepth+1, err)
 	}
-	if err := CheckTable(ok); err != nil {
-		t.Fatalf("CheckTable depth %d: %v", MaxDepth, err)
+	if n, err := CheckTable(ok); err != nil || n != len(ok) {
+		t.Fatalf("CheckTable depth %d: %d of %d bytes, %v", MaxDepth, n, len(ok), err)
 	}
 }
 
@@ -326,7 +326,7 @@ func TestScanTable(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = ScanTable(b, func([]byte, byte, []byte) error { return nil })
 		_, _ = TableSorted(b)
-		_ = CheckTable(b)
+		_, _ = CheckTable(b)
 	})
 	if allocs != 0 {
 		t.Fatalf("ScanTable/TableSorted/CheckTable allocs = %v, want 0", allocs)
