@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -390,7 +391,7 @@ func parseResponse(mechanism, response string) (user, pass string, err *amqpErro
 	case "AMQPLAIN":
 		buf := binary.BigEndian.AppendUint32(nil, uint32(len(response)))
 		buf = append(buf, response...)
-		t, _, terr := wire.ReadTable(buf)
+		t, _, terr := amqptab.ReadTable(buf)
 		if terr != nil {
 			return "", "", newError(wire.SyntaxError, "AMQPLAIN response: %v", terr)
 		}

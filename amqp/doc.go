@@ -38,13 +38,3 @@
 // A connection error (hard code) sends connection.close and waits, bounded,
 // for close-ok.
 package amqp
-
-import (
-	"github.com/warren-mq/warren/amqp/wire"
-	"github.com/warren-mq/warren/queues"
-)
-
-func init() {
-	// Decimal values may appear in declared arguments the catalog keeps.
-	queues.RegisterArgType(wire.Decimal{})
-}

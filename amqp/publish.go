@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -208,7 +209,7 @@ func checkExpiration(v []byte) *amqpError {
 // key, as RabbitMQ 4.x delivers them. It returns the properties to store,
 // the decoded headers for routing and the routing keys.
 func (ch *channel) prepareHeaders(props []byte, pv wire.PropsView, keys []string) ([]byte, map[string]any, []string, *amqpError) {
-	t, _, err := wire.ReadTable(pv.Headers)
+	t, _, err := amqptab.ReadTable(pv.Headers)
 	if err != nil {
 		return nil, nil, nil, newError(wire.FrameError, "cannot decode message headers: %v", err)
 	}
@@ -228,12 +229,12 @@ func (ch *channel) prepareHeaders(props []byte, pv wire.PropsView, keys []string
 		}
 	}
 	_, hasBCC := t["BCC"]
-	sorted, _ := wire.TableSorted(pv.Headers)
+	sorted, _ := amqptab.TableSorted(pv.Headers)
 	if hasBCC || !sorted {
 		delete(t, "BCC")
 		var out []byte
 		out = append(out, props[:pv.HeadersPos]...)
-		out, err = wire.AppendTable(out, t)
+		out, err = amqptab.AppendTable(out, t)
 		if err != nil {
 			return nil, nil, nil, newError(wire.InternalError, "re-encode headers: %v", err)
 		}

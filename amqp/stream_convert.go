@@ -14,6 +14,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqp10"
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Streams store AMQP 1.0 encoded messages, as RabbitMQ's do. A message
@@ -164,7 +165,7 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 		}
 	}
 	if kept != nil {
-		if t, err := wire.AppendTable(nil, kept); err == nil {
+		if t, err := amqptab.AppendTable(nil, kept); err == nil {
 			dst = amqp10.AppendBinary(amqp10.AppendSymbol(dst, annotationHeaders091), t[4:]) // without the length
 			n++
 		}
@@ -247,7 +248,7 @@ func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) (
 // properties: a UTF-8 key and a simple value appendFrom091 converts.
 func fitsAppProperty(k string, v any) bool {
 	switch v.(type) {
-	case []any, wire.Table, wire.Decimal:
+	case []any, wire.Table, amqptab.Decimal:
 		return false
 	}
 	return utf8.ValidString(k)
@@ -257,7 +258,7 @@ func fitsAppProperty(k string, v any) bool {
 // anything out (a decimal inside an array or a table).
 func convertsWhole(v any, depth int) bool {
 	switch v := v.(type) {
-	case wire.Decimal:
+	case amqptab.Decimal:
 		return false
 	case []any:
 		for _, e := range v {
@@ -365,7 +366,7 @@ func appendFrom091(dst []byte, v any, depth int) ([]byte, bool) {
 		}
 		return c.End(dst, n), true
 	}
-	return dst, false // wire.Decimal: RabbitMQ's from_091 has no clause for it
+	return dst, false // amqptab.Decimal: RabbitMQ's from_091 has no clause for it
 }
 
 // messageIDTo10 converts a message-id or correlation-id: a
@@ -542,7 +543,7 @@ func convertStreamRecord(rec []byte, offset uint64, queue string, propBuf []byte
 			// x-death from AMQP 1.0 dead-lettering: not converted.
 		case name == annotationHeaders091:
 			if b, ok := e.Value.([]byte); ok {
-				t, _, err := wire.ReadTable(append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...))
+				t, _, err := amqptab.ReadTable(append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...))
 				if err != nil {
 					continue // not ours: a stream client may write anything
 				}
@@ -702,7 +703,7 @@ func annotationUint8(ma amqp10.Map, name string) (uint8, bool) {
 // to091 converts an AMQP 1.0 value to a field-table value as
 // mc_amqpl:to_091 does; ok is false for values it has no clause for.
 func to091(v any, depth int) (any, bool) {
-	if depth > wire.MaxTableDepth-1 {
+	if depth > amqptab.MaxDepth-1 {
 		return nil, false
 	}
 	switch x := v.(type) {

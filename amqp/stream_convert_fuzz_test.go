@@ -5,6 +5,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqp10"
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Stream records come from disk and from any stream client: converting
@@ -13,7 +14,7 @@ import (
 func FuzzStreamDeliver(f *testing.F) {
 	props, _ := wire.AppendProperties(nil, &wire.Properties{
 		Flags: wire.FlagContentType | wire.FlagHeaders | wire.FlagMessageID, ContentType: "t", MessageID: "m",
-		Headers: wire.Table{"k": "v", "x-a": []any{int32(1)}, "CC": []any{"c"}, "d": wire.Decimal{Scale: 2, Value: 7},
+		Headers: wire.Table{"k": "v", "x-a": []any{int32(1)}, "CC": []any{"c"}, "d": amqptab.Decimal{Scale: 2, Value: 7},
 			"t": wire.Table{"b": []byte{1}}},
 	})
 	rec, _, _ := appendStreamMessage(nil, "ex", "rk", props, []byte("body"))
@@ -43,7 +44,7 @@ func FuzzStreamPublish(f *testing.F) {
 	})
 	f.Add(props, []byte("body"))
 	props, _ = wire.AppendProperties(nil, &wire.Properties{Flags: wire.FlagHeaders,
-		Headers: wire.Table{"d": wire.Decimal{Scale: 3, Value: 1 << 31}, "x-t": wire.Table{"d": wire.Decimal{}}, "a": []any{[]byte{0}}}})
+		Headers: wire.Table{"d": amqptab.Decimal{Scale: 3, Value: 1 << 31}, "x-t": wire.Table{"d": amqptab.Decimal{}}, "a": []any{[]byte{0}}}})
 	f.Add(props, []byte("body"))
 	f.Fuzz(func(t *testing.T, props, body []byte) {
 		if _, err := wire.ScanProperties(props); err != nil {

@@ -33,7 +33,7 @@ import (
 //
 // Catalog keys of queues (see doc.go for the others):
 //
-//	q/<vhost> 0x00 <queue>    queueRecord (JSON; Args gob-encoded, see args.go)
+//	q/<vhost> 0x00 <queue>    queueRecord (JSON; Args gob-encoded, see table.go)
 //	qa/<id u64 big-endian>    the queue's ack state (see queue_recover.go)
 //
 // Directories: dataDir/queues/<id> holds a durable queue's log,

@@ -217,7 +217,7 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 		flags |= recKeysOnly
 	}
 	dl.rec = encodeRecord(nil, flags, dlx, dl.keys[0], props, rec.body)
-	if dl.headers, err = amqptab.ReadTable(table); err != nil {
+	if dl.headers, _, err = amqptab.ReadTable(table); err != nil {
 		return nil, err
 	}
 	npv, err := amqptab.ScanProps(props)

@@ -38,7 +38,7 @@ func checkXDeath(t *testing.T, props []byte, want ...wantDeathEntry) {
 		t.Fatalf("x-death has %d entries, want %d: %v", len(xd), len(want), xd)
 	}
 	for i, w := range want {
-		e, ok := xd[i].(map[string]any)
+		e, ok := xd[i].(amqptab.Table) // nested tables decode as Table
 		if !ok {
 			t.Fatalf("x-death[%d] is %T", i, xd[i])
 		}
@@ -218,7 +218,7 @@ func TestDeadLetterHistoryMerges(t *testing.T) {
 	waitReady(t, qb, 1)
 	g, _ := getOne(t, qb, false)
 	checkXDeath(t, g.props, wantDeathEntry{count: 1, reason: "expired", queue: "A", exchange: "ex", keys: []string{"rk"}})
-	first := headersOf(t, g.props)["x-death"].([]any)[0].(map[string]any)["time"].(time.Time)
+	first := headersOf(t, g.props)["x-death"].([]any)[0].(amqptab.Table)["time"].(time.Time)
 	skew.Store(int64(10 * time.Second)) // the time of the first event stays
 	qb.Discard(g.id)                    // B -> A (rejected), A -> B (expired)
 	eventually(t, "back in B", func() bool { return readyCount(qb) == 1 })

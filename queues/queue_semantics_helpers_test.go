@@ -148,7 +148,7 @@ func headersOf(t testing.TB, props []byte) map[string]any {
 	if h == nil {
 		return nil
 	}
-	m, err := amqptab.ReadTable(h)
+	m, _, err := amqptab.ReadTable(h)
 	if err != nil {
 		t.Fatalf("headers: %v", err)
 	}

@@ -6,14 +6,22 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Arguments (of queues, exchanges, bindings and consumers) are AMQP field
-// tables: map[string]any with the Go types of the AMQP front end's table
-// codec (bool, int8 … int64, uint8 … uint32, float32, float64, string,
-// []byte, []any, map[string]any, time.Time, nil, and front-end types
-// registered with RegisterArgType). The catalog keeps them with their
-// types, since equivalence checks compare types as RabbitMQ does.
+// tables: map[string]any with the Go types of the table codec,
+// internal/amqptab (bool, int8 … int64, uint8 … uint32, float32,
+// float64, amqptab.Decimal, string, []byte, []any, map[string]any,
+// time.Time, nil). The catalog keeps them with their types, since
+// equivalence checks compare types as RabbitMQ does.
+
+// decimalGobName is the name under which gob writes an amqptab.Decimal
+// into the catalog. It is the name gob.Register gave the type while it
+// was amqp/wire.Decimal, registered by the AMQP front end; catalogs
+// written then carry it. It is on disk: do not change it.
+const decimalGobName = "github.com/warren-mq/warren/amqp/wire.Decimal"
 
 var registerOnce sync.Once
 
@@ -22,15 +30,8 @@ func registerArgTypes() {
 		gob.Register([]any(nil))
 		gob.Register(map[string]any(nil))
 		gob.Register(time.Time{})
+		gob.RegisterName(decimalGobName, amqptab.Decimal{})
 	})
-}
-
-// RegisterArgType registers a front-end value type (e.g. the AMQP decimal)
-// that may appear in arguments, so that the catalog can persist it. The
-// type's name must stay stable: it is written to disk.
-func RegisterArgType(v any) {
-	registerArgTypes()
-	gob.Register(v)
 }
 
 type argsRecord struct{ Args map[string]any }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"unicode/utf8"
+
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // MaxShortstr is the longest shortstr: its length is one octet.
-const MaxShortstr = 255
+const MaxShortstr = amqptab.MaxShortstr
 
 // argReader is the bounds-checked reader behind the generated ReadArgs
 // methods. Its error is sticky: after the first failure every read
@@ -118,7 +120,7 @@ func (r *argReader) table(field string) Table {
 		r.fail(field, "truncated")
 		return nil
 	}
-	t, n, err := ReadTable(r.b[r.off:])
+	t, n, err := amqptab.ReadTable(r.b[r.off:])
 	if err != nil {
 		if r.why == "" && r.err == nil {
 			r.field, r.err = field, err
@@ -143,26 +145,10 @@ func (r *argReader) finish(method string) error {
 	return nil
 }
 
-// clampShortstr cuts s to at most 255 bytes, at a UTF-8 boundary when
-// s is valid UTF-8, so that the result stays valid.
-func clampShortstr(s string) string {
-	if len(s) <= MaxShortstr {
-		return s
-	}
-	n := MaxShortstr // s[n] is the first byte cut off
-	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
-		n--
-	}
-	if !utf8.RuneStart(s[n]) { // no boundary in reach: not UTF-8 anyway
-		n = MaxShortstr
-	}
-	return s[:n]
-}
-
-// appendShortstr appends s as a shortstr, truncated by clampShortstr if
-// it is longer than 255 bytes.
+// appendShortstr appends s as a shortstr, truncated by
+// amqptab.ClampShortstr if it is longer than 255 bytes.
 func appendShortstr(dst []byte, s string) []byte {
-	s = clampShortstr(s)
+	s = amqptab.ClampShortstr(s)
 	dst = append(dst, byte(len(s)))
 	return append(dst, s...)
 }
@@ -177,8 +163,5 @@ func appendLongstr(dst []byte, s string) []byte {
 }
 
 // appendTableArg appends a method's table argument. It cannot fail: see
-// appendTable's lossy mode.
-func appendTableArg(dst []byte, t Table) []byte {
-	dst, _ = appendTable(dst, t, 1, true)
-	return dst
-}
+// amqptab.AppendTableLossy.
+func appendTableArg(dst []byte, t Table) []byte { return amqptab.AppendTableLossy(dst, t) }

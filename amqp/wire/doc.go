@@ -1,7 +1,7 @@
 // Package wire is the AMQP 0-9-1 wire codec, as RabbitMQ 4.x speaks it:
-// frames, methods, field tables and content properties. It does no I/O
-// beyond FrameReader and keeps no state; the connection logic is in the
-// AMQP front end.
+// frames, methods and content properties, with field tables from
+// internal/amqptab. It does no I/O beyond FrameReader and keeps no
+// state; the connection logic is in the AMQP front end.
 //
 // Integers are big-endian. A shortstr is a u8 length and at most 255
 // bytes; a longstr is a u32 length and bytes. The method structs and
@@ -58,24 +58,9 @@
 //
 // # Field tables
 //
-// A table is a u32 byte length and entries; an array is a u32 byte length
-// and values without keys:
-//
-//	table: +------------+------------------+-------+-----------+----
-//	       | length u32 | key (shortstr)   | tag u8| value     | ...
-//	       +------------+------------------+-------+-----------+----
-//	array: +------------+-------+-----------+-------+-----------+----
-//	       | length u32 | tag u8| value     | tag u8| value     | ...
-//	       +------------+-------+-----------+-------+-----------+----
-//
-//	t bool (u8)   b int8   B uint8   s int16   u uint16   I int32
-//	i uint32      l int64  L int64 (read only)  f float32  d float64
-//	D decimal (scale u8, value u32)  S longstr  x bytes (u32 length)
-//	A array       F table  T timestamp (u64 seconds)  V void (no value)
-//
-// These are RabbitMQ's tags (the 0-9-1 errata), not the 0-9-1 grammar's.
-// AppendTable writes keys in ascending order, which is also how
-// RabbitMQ 4.x delivers headers.
+// Tables (the Table type, and arguments, headers and connection
+// properties of that type) are encoded and decoded by internal/amqptab,
+// whose package doc draws their format; this package only calls it.
 //
 // # Errors
 //

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Sentinel errors. Decoding errors wrap them with the operation, the
@@ -10,10 +12,11 @@ import (
 var (
 	// ErrMalformed marks bytes that do not decode: truncated or trailing
 	// data, a length past its container, an unknown field-table tag,
-	// tables nested deeper than MaxTableDepth, or a non-UTF-8 shortstr
-	// where RabbitMQ requires UTF-8. RabbitMQ answers these with 501
-	// FRAME_ERROR.
-	ErrMalformed = errors.New("amqp/wire: malformed data")
+	// tables nested deeper than amqptab.MaxDepth, or a non-UTF-8
+	// shortstr where RabbitMQ requires UTF-8. RabbitMQ answers these
+	// with 501 FRAME_ERROR. It is amqptab.ErrMalformed, so that a bad
+	// table inside a method or content header classifies as the rest.
+	ErrMalformed = amqptab.ErrMalformed
 
 	// ErrUnknownMethod marks a method payload whose class and method ids
 	// name no method; the error is an *UnknownMethodError carrying them.
@@ -22,8 +25,8 @@ var (
 	// ErrFieldType marks a value that cannot be encoded: a Go type with no
 	// field-table tag, a uint64 above math.MaxInt64, a table key or
 	// property shortstr longer than 255 bytes, or nesting deeper than
-	// MaxTableDepth.
-	ErrFieldType = errors.New("amqp/wire: value cannot be encoded")
+	// amqptab.MaxDepth. It is amqptab.ErrFieldType.
+	ErrFieldType = amqptab.ErrFieldType
 )
 
 // UnknownMethodError is returned by DecodeMethod for ids that name no

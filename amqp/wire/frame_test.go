@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 func TestFrameConstants(t *testing.T) {
@@ -21,10 +23,10 @@ func TestFrameConstants(t *testing.T) {
 }
 
 func TestAppendFrames(t *testing.T) {
-	assertBytes(t, AppendHeartbeat(nil), hexBytes(t, `08 0000 00000000 ce`))
+	testutil.AssertBytes(t, AppendHeartbeat(nil), testutil.HexBytes(t, `08 0000 00000000 ce`))
 
-	props := hexBytes(t, `9000 0a 'text/plain' 02`) // content-type, delivery-mode 2
-	assertBytes(t, AppendHeaderFrame(nil, 3, ClassBasic, 5, props), hexBytes(t, `
+	props := testutil.HexBytes(t, `9000 0a 'text/plain' 02`) // content-type, delivery-mode 2
+	testutil.AssertBytes(t, AppendHeaderFrame(nil, 3, ClassBasic, 5, props), testutil.HexBytes(t, `
 		02 0003 0000001a     # header frame, channel 3, payload 26
 		003c 0000            # class 60, weight 0
 		0000000000000005     # body size 5
@@ -33,8 +35,8 @@ func TestAppendFrames(t *testing.T) {
 		ce
 	`))
 
-	assertBytes(t, AppendBodyFrames([]byte("x"), 1, nil, 8192), []byte("x")) // empty body: no frame
-	assertBytes(t, AppendBodyFrames(nil, 1, []byte("hello"), 8192), hexBytes(t, `03 0001 00000005 'hello' ce`))
+	testutil.AssertBytes(t, AppendBodyFrames([]byte("x"), 1, nil, 8192), []byte("x")) // empty body: no frame
+	testutil.AssertBytes(t, AppendBodyFrames(nil, 1, []byte("hello"), 8192), testutil.HexBytes(t, `03 0001 00000005 'hello' ce`))
 }
 
 // Bodies are split into payloads of at most frameMax-8 bytes.
@@ -152,7 +154,7 @@ func TestReadFrameErrors(t *testing.T) {
 		{"missing frame end", `01 0001 00000002 0102`, 8192, io.ErrUnexpectedEOF, ""},
 		{"truncated large payload", `03 0001 00001000 ` + strings.Repeat("00", 1000), 8192, io.ErrUnexpectedEOF, ""},
 	} {
-		fr := NewFrameReader(bytes.NewReader(hexBytes(t, tc.in)), 512)
+		fr := NewFrameReader(bytes.NewReader(testutil.HexBytes(t, tc.in)), 512)
 		for attempt := range 2 { // errors are sticky
 			_, err := fr.ReadFrame(tc.max)
 			if tc.want != nil {
@@ -171,7 +173,7 @@ func TestReadFrameErrors(t *testing.T) {
 
 // An oversized frame is refused before its payload is read or buffered.
 func TestReadFrameTooLargeReadsNoPayload(t *testing.T) {
-	r := &countingReader{r: bytes.NewReader(append(hexBytes(t, `03 0001 40000000`), make([]byte, 1<<20)...))}
+	r := &countingReader{r: bytes.NewReader(append(testutil.HexBytes(t, `03 0001 40000000`), make([]byte, 1<<20)...))}
 	fr := NewFrameReader(r, 16)
 	_, err := fr.ReadFrame(FrameMinSize)
 	var fe *FramingError

@@ -24,11 +24,12 @@ type Method interface {
 	//
 	// AppendArgs cannot fail. A shortstr longer than 255 bytes is
 	// truncated to 255 bytes (at a UTF-8 boundary); a table is written
-	// with its keys sorted, and a table value that AppendTable would
-	// reject (an unsupported Go type, a uint64 above math.MaxInt64,
-	// nesting deeper than MaxTableDepth) is written as void ('V'), a key
-	// longer than 255 bytes is truncated. Callers that need to detect
-	// such values check tables with AppendTable first.
+	// with its keys sorted, and a table value that amqptab.AppendTable
+	// would reject (an unsupported Go type, a uint64 above
+	// math.MaxInt64, nesting deeper than amqptab.MaxDepth) is written as
+	// void ('V'), a key longer than 255 bytes is truncated. Callers that
+	// need to detect such values check tables with amqptab.AppendTable
+	// first.
 	AppendArgs(dst []byte) []byte
 	// ReadArgs decodes argument bytes into the method, which may be
 	// reused: strings equal to the current value are kept rather than

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // Every method of the 0-9-1 XML plus the access class is generated, with
@@ -128,7 +130,7 @@ func TestGoldenConnectionStart(t *testing.T) {
 		Mechanisms:       "PLAIN",
 		Locales:          "en_US",
 	}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		01 0000 0000002f                     # method frame, channel 0, payload 47
 		000a 000a                            # connection.start (10/10)
 		00 09                                # version-major 0, version-minor 9
@@ -138,7 +140,7 @@ func TestGoldenConnectionStart(t *testing.T) {
 		00000005 'en_US'                     # locales longstr
 		ce                                   # frame end
 	`)
-	assertBytes(t, AppendMethodFrame(nil, 0, m), want)
+	testutil.AssertBytes(t, AppendMethodFrame(nil, 0, m), want)
 	got, err := DecodeMethod(want[7 : len(want)-1])
 	if err != nil || !reflect.DeepEqual(got, m) {
 		t.Fatalf("DecodeMethod = %+v, %v", got, err)
@@ -152,7 +154,7 @@ func TestGoldenQueueDeclare(t *testing.T) {
 		AutoDelete: true,
 		Arguments:  Table{"x-queue-type": "quorum"},
 	}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		01 0001 00000026          # method frame, channel 1, payload 38
 		0032 000a                 # queue.declare (50/10)
 		0000                      # reserved-1 (ticket)
@@ -162,7 +164,7 @@ func TestGoldenQueueDeclare(t *testing.T) {
 		   0c 'x-queue-type' 53 00000006 'quorum'
 		ce
 	`)
-	assertBytes(t, AppendMethodFrame(nil, 1, m), want)
+	testutil.AssertBytes(t, AppendMethodFrame(nil, 1, m), want)
 
 	// Each bit on its own: passive 0x01, durable 0x02, exclusive 0x04,
 	// auto-delete 0x08, no-wait 0x10.
@@ -178,8 +180,8 @@ func TestGoldenQueueDeclare(t *testing.T) {
 		{QueueDeclare{Passive: true, Durable: true, Exclusive: true, AutoDelete: true, NoWait: true}, 0x1f},
 	} {
 		args := tc.m.AppendArgs(nil)
-		want := hexBytes(t, `0000 00 `+hexOf(tc.bits)+` 00000000`) // ticket, queue "", bits, empty table
-		assertBytes(t, args, want)
+		want := testutil.HexBytes(t, `0000 00 `+hexOf(tc.bits)+` 00000000`) // ticket, queue "", bits, empty table
+		testutil.AssertBytes(t, args, want)
 		var got QueueDeclare
 		if err := got.ReadArgs(args); err != nil || !reflect.DeepEqual(got, tc.m) {
 			t.Errorf("bits %#x: ReadArgs = %+v, %v", tc.bits, got, err)
@@ -191,7 +193,7 @@ func hexOf(b byte) string { return string("0123456789abcdef"[b>>4]) + string("01
 
 func TestGoldenBasicPublish(t *testing.T) {
 	m := &BasicPublish{Exchange: "ex", RoutingKey: "rk", Mandatory: true}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		01 0001 0000000d          # method frame, channel 1, payload 13
 		003c 0028                 # basic.publish (60/40)
 		0000                      # reserved-1 (ticket)
@@ -200,7 +202,7 @@ func TestGoldenBasicPublish(t *testing.T) {
 		01                        # bits: mandatory 0x01 (immediate 0x02 clear)
 		ce
 	`)
-	assertBytes(t, AppendMethodFrame(nil, 1, m), want)
+	testutil.AssertBytes(t, AppendMethodFrame(nil, 1, m), want)
 	var got BasicPublish
 	if err := got.ReadArgs(want[11 : len(want)-1]); err != nil || got != *m {
 		t.Fatalf("ReadArgs = %+v, %v", got, err)
@@ -209,7 +211,7 @@ func TestGoldenBasicPublish(t *testing.T) {
 
 func TestGoldenBasicDeliver(t *testing.T) {
 	m := &BasicDeliver{ConsumerTag: "ctag", DeliveryTag: 0x0102030405060708, Redelivered: true, RoutingKey: "rk"}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		01 0002 00000016          # method frame, channel 2, payload 22
 		003c 003c                 # basic.deliver (60/60)
 		04 'ctag'                 # consumer-tag
@@ -219,7 +221,7 @@ func TestGoldenBasicDeliver(t *testing.T) {
 		02 'rk'                   # routing-key
 		ce
 	`)
-	assertBytes(t, AppendMethodFrame(nil, 2, m), want)
+	testutil.AssertBytes(t, AppendMethodFrame(nil, 2, m), want)
 }
 
 func TestGoldenSmallMethods(t *testing.T) {
@@ -248,8 +250,8 @@ func TestGoldenSmallMethods(t *testing.T) {
 		{&ConnectionTune{ChannelMax: 2047, FrameMax: 131072, Heartbeat: 60}, `000a 001e 07ff 00020000 003c`},
 		{&ConnectionOpen{VirtualHost: "/"}, `000a 0028 01 '/' 00 00  # vhost, reserved-1 "", reserved-2 bit`},
 	} {
-		want := hexBytes(t, tc.want)
-		assertBytes(t, AppendMethodPayload(nil, tc.m), want)
+		want := testutil.HexBytes(t, tc.want)
+		testutil.AssertBytes(t, AppendMethodPayload(nil, tc.m), want)
 		got, err := DecodeMethod(want)
 		if err != nil || !reflect.DeepEqual(got, tc.m) {
 			t.Errorf("%s: DecodeMethod = %+v, %v", tc.m.MethodName(), got, err)
@@ -260,12 +262,12 @@ func TestGoldenSmallMethods(t *testing.T) {
 // RabbitMQ checks UTF-8 in the shortstr fields of methods without
 // content ("Malformed UTF-8 in shortstr") and not in content methods.
 func TestShortstrUTF8(t *testing.T) {
-	bad := hexBytes(t, `000a 0028 02 ff fe 00 00`) // connection.open, vhost "\xff\xfe"
+	bad := testutil.HexBytes(t, `000a 0028 02 ff fe 00 00`) // connection.open, vhost "\xff\xfe"
 	_, err := DecodeMethod(bad)
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "malformed UTF-8 in shortstr") || !strings.Contains(err.Error(), "virtual-host") {
 		t.Fatalf("connection.open with a non-UTF-8 vhost: err = %v", err)
 	}
-	pub := hexBytes(t, `003c 0028 0000 02 ff fe 00 00`) // basic.publish, exchange "\xff\xfe"
+	pub := testutil.HexBytes(t, `003c 0028 0000 02 ff fe 00 00`) // basic.publish, exchange "\xff\xfe"
 	m, err := DecodeMethod(pub)
 	if err != nil || m.(*BasicPublish).Exchange != "\xff\xfe" {
 		t.Fatalf("basic.publish with a non-UTF-8 exchange: %+v, %v", m, err)
@@ -311,7 +313,7 @@ func TestDecodeMethodErrors(t *testing.T) {
 		t.Errorf("unknown method: %v", err)
 	}
 	// A bad table names the method and the field.
-	_, err = DecodeMethod(hexBytes(t, `0032 000a 0000 00 00 00000003 01 'k' 'Z'`))
+	_, err = DecodeMethod(testutil.HexBytes(t, `0032 000a 0000 00 00 00000003 01 'k' 'Z'`))
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "queue.declare field arguments") {
 		t.Errorf("bad table: %v", err)
 	}

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Basic property flags, in wire order. Flag bits 1-0 (continuation and
@@ -132,16 +134,15 @@ func scanProps(raw []byte, vals *propValues, deep bool) (flags uint16, headersPo
 		var n int
 		switch bit {
 		case FlagHeaders:
-			body, size, err := lengthPrefixed(raw[off:], "property headers")
-			if err != nil {
-				return 0, -1, err
-			}
 			if deep {
-				if err := checkEntries(body, 1); err != nil {
+				var err error
+				if n, err = amqptab.CheckTable(raw[off:]); err != nil {
 					return 0, -1, fmt.Errorf("amqp/wire: property headers: %w", err)
 				}
+			} else if n = amqptab.ValueSize('F', raw[off:]); n < 0 {
+				return 0, -1, fmt.Errorf("amqp/wire: property headers: truncated table: %w", ErrMalformed)
 			}
-			headersPos, n = off, size
+			headersPos = off
 		case FlagDeliveryMode, FlagPriority:
 			n = 1
 		case FlagTimestamp:
@@ -220,7 +221,7 @@ func ParseProperties(raw []byte) (Properties, error) {
 		ClusterID:       string(vals[13]),
 	}
 	if h := vals[2]; h != nil {
-		if p.Headers, err = readEntries(h[4:], 1); err != nil {
+		if p.Headers, _, err = amqptab.ReadTable(h); err != nil {
 			return Properties{}, fmt.Errorf("amqp/wire: property headers: %w", err)
 		}
 	}
@@ -257,7 +258,7 @@ func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
 		switch bit {
 		case FlagHeaders:
 			var err error
-			if dst, err = appendTable(dst, p.Headers, 1, false); err != nil {
+			if dst, err = amqptab.AppendTable(dst, p.Headers); err != nil {
 				return dst[:start], fmt.Errorf("amqp/wire: property headers: %w", err)
 			}
 		case FlagDeliveryMode:

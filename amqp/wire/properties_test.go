@@ -2,10 +2,14 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 func allProps() Properties {
@@ -61,7 +65,7 @@ func TestPropertiesRoundTripAllFlags(t *testing.T) {
 			t.Fatalf("flag %#04x: %v", bit, err)
 		}
 		again, _ := AppendProperties(nil, &got)
-		assertBytes(t, again, raw)
+		testutil.AssertBytes(t, again, raw)
 		checkViewAgrees(t, raw, got)
 	}
 }
@@ -94,11 +98,11 @@ func checkViewAgrees(t *testing.T, raw []byte, p Properties) {
 	if !bytes.Equal(raw[v.HeadersPos:v.HeadersPos+len(v.Headers)], v.Headers) {
 		t.Fatalf("HeadersPos %d does not locate the headers", v.HeadersPos)
 	}
-	h, n, err := ReadTable(v.Headers)
+	h, n, err := amqptab.ReadTable(v.Headers)
 	if err != nil || n != len(v.Headers) || !reflect.DeepEqual(h, p.Headers) {
 		t.Fatalf("view headers %v (%d, %v), want %v", h, n, err, p.Headers)
 	}
-	if ok, _ := TableSorted(v.Headers); !ok {
+	if ok, _ := amqptab.TableSorted(v.Headers); !ok {
 		t.Fatal("headers not written sorted")
 	}
 }
@@ -112,7 +116,7 @@ func TestPropertiesGolden(t *testing.T) {
 		Expiration:   "500",
 		Timestamp:    0x0102030405060708,
 	}
-	want := hexBytes(t, `
+	want := testutil.HexBytes(t, `
 		b140                     # content-type 0x8000, headers 0x2000, delivery-mode 0x1000,
 		                         # expiration 0x0100, timestamp 0x0040
 		0a 'text/plain'          # content-type
@@ -127,7 +131,7 @@ func TestPropertiesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertBytes(t, got, want)
+	testutil.AssertBytes(t, got, want)
 	v, err := ScanProperties(want)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +145,7 @@ func TestPropertiesGolden(t *testing.T) {
 // RabbitMQ ignores flag bits 1-0 (it expects no continuation word);
 // they are never written.
 func TestPropertiesIgnoredFlagBits(t *testing.T) {
-	raw := hexBytes(t, `1003 02`) // delivery-mode, plus bits 1 and 0
+	raw := testutil.HexBytes(t, `1003 02`) // delivery-mode, plus bits 1 and 0
 	p, err := ParseProperties(raw)
 	if err != nil || p.Flags != FlagDeliveryMode || p.DeliveryMode != 2 {
 		t.Fatalf("ParseProperties = %+v, %v", p, err)
@@ -155,7 +159,7 @@ func TestPropertiesIgnoredFlagBits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertBytes(t, out, hexBytes(t, `1000 02`))
+	testutil.AssertBytes(t, out, testutil.HexBytes(t, `1000 02`))
 }
 
 func TestPropertiesMalformed(t *testing.T) {
@@ -199,7 +203,7 @@ func TestAppendPropertiesErrors(t *testing.T) {
 }
 
 func TestParseContentHeader(t *testing.T) {
-	payload := hexBytes(t, `
+	payload := testutil.HexBytes(t, `
 		003c 0000                # class 60, weight 0
 		0000000000001000         # body size 4096
 		1800 02 05               # delivery-mode 2, priority 5
@@ -233,5 +237,40 @@ func TestScanPropertiesAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("ScanProperties allocs = %v, want 0", allocs)
+	}
+}
+
+// Ensure ScanProperties checks the headers through every nesting level
+// (amqptab.CheckTable), as ParseProperties's decoding does, and that the
+// errors wrap ErrMalformed.
+func TestScanPropertiesBadHeaders(t *testing.T) {
+	// deep is a headers table nested amqptab.MaxDepth+1 deep.
+	deep := []byte{1, 'l', 't', 1}
+	for range amqptab.MaxDepth {
+		deep = append(binary.BigEndian.AppendUint32([]byte{1, 'n', 'F'}, uint32(len(deep))), deep...)
+	}
+	deep = append(binary.BigEndian.AppendUint32(nil, uint32(len(deep))), deep...)
+	for _, tc := range []struct {
+		name    string
+		headers []byte
+	}{
+		{"short length", testutil.HexBytes(t, `0000 00`)},
+		{"length past end", testutil.HexBytes(t, `00000005 01 'k' 'V'`)},
+		{"bad nested", testutil.HexBytes(t, `0000000a 01 'k' 'F' 00000003 01 'k' 'Z'`)},
+		{"bad array", testutil.HexBytes(t, `00000008 01 'k' 'A' 00000001 'Z'`)},
+		{"too deep", deep},
+	} {
+		props := append([]byte{0x20, 0}, tc.headers...)
+		if _, err := ScanProperties(props); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: ScanProperties err = %v", tc.name, err)
+		}
+		if _, err := ParseProperties(props); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: ParseProperties err = %v", tc.name, err)
+		}
+	}
+	// One level less is accepted.
+	ok := deep[4+3:] // the table under the outermost key
+	if _, err := ScanProperties(append([]byte{0x20, 0}, ok...)); err != nil {
+		t.Fatalf("depth %d: %v", amqptab.MaxDepth, err)
 	}
 }

@@ -1,14 +1,39 @@
-// Package amqptab is the part of the AMQP 0-9-1 content codec that the
-// broker model needs below the front end: scanning and rewriting the
-// basic class's content properties, and reading and writing field tables
-// (the headers property), as RabbitMQ 4.x encodes them. The AMQP front end
-// has the full codec (amqp/wire); the queue code uses this package to read
-// a stored message's expiration, priority and headers and to rewrite the
-// headers when it dead-letters a message (x-death), without importing the
-// front end.
+// Package amqptab is the AMQP 0-9-1 field-table codec, as RabbitMQ 4.x
+// encodes tables, and the scanning and rewriting of the basic class's
+// content properties that the broker model needs. It is the one table
+// codec: the AMQP front end (amqp/wire, whose method arguments,
+// connection properties and headers property are tables) and the queues
+// (which read a stored message's expiration, priority and headers, and
+// rewrite the headers when they dead-letter it) both use it, so that a
+// table decodes to the same Go values wherever it is read.
 //
-// Properties are the content header's property flags (u16) followed by the
-// values of the present properties in flag order:
+// # Field tables
+//
+// A table is a u32 byte length and entries; an array ('A') is a u32 byte
+// length and values without keys:
+//
+//	table: +------------+------------------+-------+-----------+----
+//	       | length u32 | key (shortstr)   | tag u8| value     | ...
+//	       +------------+------------------+-------+-----------+----
+//	array: +------------+-------+-----------+-------+-----------+----
+//	       | length u32 | tag u8| value     | tag u8| value     | ...
+//	       +------------+-------+-----------+-------+-----------+----
+//
+//	t bool (u8)   b int8   B uint8   s int16   u uint16   I int32
+//	i uint32      l int64  L int64 (read only)  f float32  d float64
+//	D decimal (scale u8, value u32)  S longstr  x bytes (u32 length)
+//	A array       F table  T timestamp (u64 seconds)  V void (no value)
+//
+// These are RabbitMQ's tags (the 0-9-1 errata), not the 0-9-1 grammar's:
+// 's' is a signed 16-bit integer, not a shortstr. Integers are
+// big-endian. AppendTable writes keys in ascending order, which is also
+// how RabbitMQ 4.x delivers headers. Table lists the Go types of decoded
+// values.
+//
+// # Properties
+//
+// Properties are the content header's property flags (u16) followed by
+// the values of the present properties in flag order:
 //
 //	+-----------+--------------------------------------------------+
 //	| flags u16 | values of the properties whose flag bit is set   |
@@ -22,17 +47,12 @@
 //	  0x0200 reply-to shortstr        0x0004 cluster-id shortstr
 //	  bits 1-0 (continuation and a reserved bit) are ignored
 //
-// A table is a u32 byte length and entries (shortstr key, tag octet,
-// value); an array ('A') a u32 byte length and elements (tag, value).
-// The tags are RabbitMQ's (the 0-9-1 errata): t bool, b int8, B uint8,
-// s int16, u uint16, I int32, i uint32, l and L int64, f float32,
-// d float64, D decimal (scale u8, value u32), S longstr, x byte array,
-// A array, F table, T timestamp (u64 seconds), V void. Integers are
-// big-endian.
+// # Errors
 //
-// Decoded values have the Go types amqp/wire gives them, except that a
-// nested table is a map[string]any: bool, int8, uint8, int16, uint16,
-// int32, uint32, int64, float32, float64, Decimal, string, []byte, []any,
-// map[string]any, time.Time (UTC, whole seconds) and nil. DecodedInt
-// reads any of the integer ones as an int64.
+// Decoders are strict and bounded: every length is checked against the
+// bytes present before anything is allocated, and missing or trailing
+// bytes are errors wrapping ErrMalformed. Values that cannot be encoded
+// give errors wrapping ErrFieldType.
+//
+// DecodedInt reads a decoded value of any integer type as an int64.
 package amqptab

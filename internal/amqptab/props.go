@@ -2,7 +2,6 @@ package amqptab
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -28,10 +27,6 @@ const (
 	flagsIgnored uint16 = 0x0003 // continuation bit and its neighbour
 	numProps            = 14
 )
-
-// ErrMalformed marks bytes that do not decode: truncated or trailing data,
-// a length past its container, an unknown tag, nesting too deep.
-var ErrMalformed = errors.New("amqptab: malformed data")
 
 // Props is a scan of raw properties: where each present property's value
 // is. It refers to the raw bytes it was scanned from by position only.

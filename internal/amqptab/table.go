@@ -8,18 +8,42 @@ import (
 	"time"
 )
 
-// Decimal is a field-table decimal ('D'): Value × 10^-Scale.
+// Table is an AMQP field table, as in method arguments, the headers
+// property and connection properties. Decoded values have these Go types
+// (by tag):
+//
+//	t bool        b int8     B uint8    s int16    u uint16
+//	I int32       i uint32   l int64    L int64    f float32
+//	d float64     D Decimal  S string   x []byte   A []any
+//	F Table       T time.Time (UTC, whole seconds)  V nil
+//
+// An empty table or array decodes to nil. When a key repeats, the first
+// value wins, as RabbitMQ's table lookups find the first.
+//
+// AppendTable writes the same types (L is written as l), plus int
+// (as l), uint64 (as l when it is at most math.MaxInt64) and
+// map[string]any (as F).
+type Table map[string]any
+
+// Decimal is a field-table decimal ('D'): Value × 10^-Scale. RabbitMQ
+// reads Value unsigned.
+//
+// The queues catalog persists Decimal with gob under a registered name,
+// so renaming the type or its fields changes what old catalogs decode
+// to; see queues/table.go.
 type Decimal struct {
-	Scale uint8
-	Value uint32
+	Scale uint8  // number of decimal digits
+	Value uint32 // unscaled value
 }
 
 // MaxDepth bounds the nesting of tables and arrays (a top-level table is
-// depth 1).
+// depth 1). Deeper data is malformed when read and unencodable when
+// written.
 const MaxDepth = 64
 
-// ValueSize returns the encoded size of a value of tag at the start of b,
-// -1 when b is too short, -2 for an unknown tag. amqp/wire uses it too.
+// ValueSize returns the encoded size of a value of tag at the start of
+// b, -1 when b is too short, -2 for an unknown tag. For S, x, A and F
+// the size includes the u32 length.
 func ValueSize(tag byte, b []byte) int {
 	n := 0
 	switch tag {
@@ -53,129 +77,128 @@ func ValueSize(tag byte, b []byte) int {
 	return n
 }
 
-func valueErr(tag byte, size int) error {
+func valueErr(where string, tag byte, size int) error {
 	if size == -2 {
-		return fmt.Errorf("amqptab: unknown field tag %q: %w", tag, ErrMalformed)
+		return fmt.Errorf("amqptab: %s: unknown field tag %q: %w", where, tag, ErrMalformed)
 	}
-	return fmt.Errorf("amqptab: truncated value of tag %q: %w", tag, ErrMalformed)
+	return fmt.Errorf("amqptab: %s: truncated value of tag %q: %w", where, tag, ErrMalformed)
 }
 
-// body returns the contents of exactly one u32-length-prefixed table or
-// array.
-func body(b []byte) ([]byte, error) {
+// nextEntry parses the table entry at body[off:]: key, tag and the raw
+// value (including the length prefix of S, x, A and F values).
+func nextEntry(body []byte, off int) (key []byte, tag byte, value []byte, next int, err error) {
+	klen := int(body[off])
+	off++
+	if len(body)-off < klen+1 {
+		return nil, 0, nil, 0, fmt.Errorf("amqptab: table entry at offset %d: truncated key or tag: %w", off-1, ErrMalformed)
+	}
+	key = body[off : off+klen]
+	off += klen
+	tag = body[off]
+	off++
+	n := ValueSize(tag, body[off:])
+	if n < 0 {
+		return nil, 0, nil, 0, valueErr(fmt.Sprintf("table key %q", key), tag, n)
+	}
+	return key, tag, body[off : off+n], off + n, nil
+}
+
+// nextElem parses the array element at body[off:].
+func nextElem(body []byte, off int) (tag byte, value []byte, next int, err error) {
+	tag = body[off]
+	off++
+	n := ValueSize(tag, body[off:])
+	if n < 0 {
+		return 0, nil, 0, valueErr(fmt.Sprintf("array element at offset %d", off-1), tag, n)
+	}
+	return tag, body[off : off+n], off + n, nil
+}
+
+// lengthPrefixed returns the body of a u32-length-prefixed table or array
+// at the start of b and the total size.
+func lengthPrefixed(b []byte, what string) ([]byte, int, error) {
 	if len(b) < 4 {
-		return nil, fmt.Errorf("amqptab: truncated length: %w", ErrMalformed)
+		return nil, 0, fmt.Errorf("amqptab: %s: truncated length: %w", what, ErrMalformed)
 	}
 	n := binary.BigEndian.Uint32(b)
-	if uint64(n) != uint64(len(b)-4) {
-		return nil, fmt.Errorf("amqptab: length %d for %d bytes: %w", n, len(b)-4, ErrMalformed)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, 0, fmt.Errorf("amqptab: %s: length %d exceeds the %d bytes left: %w", what, n, len(b)-4, ErrMalformed)
 	}
-	return b[4:], nil
+	return b[4 : 4+n], 4 + int(n), nil
 }
 
-// ScanTable calls fn for each entry of b, exactly one u32-length-prefixed
-// table, without allocating. value is the raw encoding after the tag (for
-// S, x, A and F with its u32 length). An error from fn stops the scan and
-// is returned. The slices alias b.
-func ScanTable(b []byte, fn func(key []byte, tag byte, value []byte) error) error {
-	bd, err := body(b)
+// exact checks that a length-prefixed value fills b.
+func exact(b []byte, what string) ([]byte, error) {
+	body, n, err := lengthPrefixed(b, what)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for off := 0; off < len(bd); {
-		klen := int(bd[off])
-		off++
-		if len(bd)-off < klen+1 {
-			return fmt.Errorf("amqptab: table entry: truncated key or tag: %w", ErrMalformed)
-		}
-		key := bd[off : off+klen]
-		off += klen
-		tag := bd[off]
-		off++
-		n := ValueSize(tag, bd[off:])
-		if n < 0 {
-			return valueErr(tag, n)
-		}
-		if err := fn(key, tag, bd[off:off+n]); err != nil {
-			return err
-		}
-		off += n
+	if n != len(b) {
+		return nil, fmt.Errorf("amqptab: %s: %d trailing bytes: %w", what, len(b)-n, ErrMalformed)
 	}
-	return nil
+	return body, nil
 }
 
-// ScanArray is ScanTable for an array (the value of an 'A' entry).
-func ScanArray(b []byte, fn func(tag byte, value []byte) error) error {
-	bd, err := body(b)
+// ReadTable decodes the u32-length-prefixed table at the start of b and
+// returns it with the number of bytes it occupies. Strings, byte slices
+// and keys are copied; nothing aliases b.
+func ReadTable(b []byte) (Table, int, error) {
+	body, n, err := lengthPrefixed(b, "table")
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	for off := 0; off < len(bd); {
-		tag := bd[off]
-		off++
-		n := ValueSize(tag, bd[off:])
-		if n < 0 {
-			return valueErr(tag, n)
-		}
-		if err := fn(tag, bd[off:off+n]); err != nil {
-			return err
-		}
-		off += n
-	}
-	return nil
+	t, err := readEntries(body, 1)
+	return t, n, err
 }
 
-// ReadTable decodes exactly one u32-length-prefixed table. An empty table
-// is nil. When a key repeats, the first value wins. Nothing aliases b.
-func ReadTable(b []byte) (map[string]any, error) { return readTable(b, 1) }
-
-func readTable(b []byte, depth int) (map[string]any, error) {
+func readEntries(body []byte, depth int) (Table, error) {
 	if depth > MaxDepth {
 		return nil, fmt.Errorf("amqptab: table nested deeper than %d: %w", MaxDepth, ErrMalformed)
 	}
-	var t map[string]any
-	err := ScanTable(b, func(key []byte, tag byte, value []byte) error {
-		v, err := decode(tag, value, depth)
+	var t Table
+	for off := 0; off < len(body); {
+		key, tag, value, next, err := nextEntry(body, off)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		off = next
+		v, err := readValue(tag, value, depth)
+		if err != nil {
+			return nil, err
 		}
 		if t == nil {
-			t = map[string]any{}
+			t = make(Table)
 		}
 		if _, dup := t[string(key)]; !dup {
 			t[string(key)] = v
 		}
-		return nil
-	})
-	return t, err
+	}
+	return t, nil
 }
 
-func readArray(b []byte, depth int) ([]any, error) {
+func readElems(body []byte, depth int) ([]any, error) {
 	if depth > MaxDepth {
 		return nil, fmt.Errorf("amqptab: array nested deeper than %d: %w", MaxDepth, ErrMalformed)
 	}
 	var a []any
-	err := ScanArray(b, func(tag byte, value []byte) error {
-		v, err := decode(tag, value, depth)
+	for off := 0; off < len(body); {
+		tag, value, next, err := nextElem(body, off)
+		if err != nil {
+			return nil, err
+		}
+		off = next
+		v, err := readValue(tag, value, depth)
+		if err != nil {
+			return nil, err
+		}
 		a = append(a, v)
-		return err
-	})
-	return a, err
-}
-
-// Decode decodes one value as ScanTable or ScanArray report it.
-func Decode(tag byte, value []byte) (any, error) {
-	if n := ValueSize(tag, value); n < 0 {
-		return nil, valueErr(tag, n)
-	} else if n != len(value) {
-		return nil, fmt.Errorf("amqptab: value of tag %q: %d trailing bytes: %w", tag, len(value)-n, ErrMalformed)
 	}
-	return decode(tag, value, 1)
+	return a, nil
 }
 
-// decode decodes a value whose size valueSize checked; depth is that of
-// its container.
-func decode(tag byte, v []byte, depth int) (any, error) {
+// readValue decodes a value whose size ValueSize has checked; depth is
+// that of the table or array holding it.
+func readValue(tag byte, v []byte, depth int) (any, error) {
 	switch tag {
 	case 't':
 		return v[0] != 0, nil
@@ -208,11 +231,146 @@ func decode(tag byte, v []byte, depth int) (any, error) {
 	case 'x':
 		return bytes.Clone(v[4:]), nil
 	case 'A':
-		return readArray(v, depth+1)
+		return readElems(v[4:], depth+1)
 	case 'F':
-		return readTable(v, depth+1)
+		return readEntries(v[4:], depth+1)
 	}
 	return nil, fmt.Errorf("amqptab: unknown field tag %q: %w", tag, ErrMalformed)
+}
+
+// DecodeValue decodes one value as ScanTable or ScanArray report it: the
+// tag and its raw bytes, which must be exactly one value.
+func DecodeValue(tag byte, value []byte) (any, error) {
+	n := ValueSize(tag, value)
+	if n < 0 {
+		return nil, valueErr("decode value", tag, n)
+	}
+	if n != len(value) {
+		return nil, fmt.Errorf("amqptab: decode value of tag %q: %d trailing bytes: %w", tag, len(value)-n, ErrMalformed)
+	}
+	return readValue(tag, value, 1)
+}
+
+// ScanTable calls fn for each entry of the table b, which must hold
+// exactly one u32-length-prefixed table, without allocating. value is
+// the raw encoding after the tag: for S, x, A and F it includes the u32
+// length (so an F value can go to ReadTable or ScanTable and an A value
+// to ScanArray). The framing of every entry is checked, the content of
+// nested tables and arrays is not. An error from fn stops the scan and is
+// returned as is. The slices alias b.
+func ScanTable(b []byte, fn func(key []byte, tag byte, value []byte) error) error {
+	body, err := exact(b, "scan table")
+	if err != nil {
+		return err
+	}
+	for off := 0; off < len(body); {
+		key, tag, value, next, err := nextEntry(body, off)
+		if err != nil {
+			return err
+		}
+		off = next
+		if err := fn(key, tag, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScanArray is ScanTable for a u32-length-prefixed array (the value of an
+// 'A' entry), e.g. to read the CC header's routing keys without
+// allocating.
+func ScanArray(b []byte, fn func(tag byte, value []byte) error) error {
+	body, err := exact(b, "scan array")
+	if err != nil {
+		return err
+	}
+	for off := 0; off < len(body); {
+		tag, value, next, err := nextElem(body, off)
+		if err != nil {
+			return err
+		}
+		off = next
+		if err := fn(tag, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TableSorted reports whether the keys of the table b (exactly one
+// u32-length-prefixed table) are strictly ascending, bytewise: sorted and
+// without duplicates, as AppendTable writes and RabbitMQ 4.x delivers
+// headers. Malformed framing is an error.
+func TableSorted(b []byte) (bool, error) {
+	var prev []byte
+	sorted, first := true, true
+	err := ScanTable(b, func(key []byte, _ byte, _ []byte) error {
+		if !first && bytes.Compare(prev, key) >= 0 {
+			sorted = false
+		}
+		prev, first = key, false
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return sorted, nil
+}
+
+// CheckTable validates the u32-length-prefixed table at the start of b
+// through every nesting level, as ReadTable would decode it, and returns
+// the number of bytes it occupies. It allocates nothing unless it fails:
+// it is the deep check of a message's headers on the publish path.
+func CheckTable(b []byte) (int, error) {
+	body, n, err := lengthPrefixed(b, "table")
+	if err != nil {
+		return 0, err
+	}
+	return n, checkEntries(body, 1)
+}
+
+func checkEntries(body []byte, depth int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("amqptab: table nested deeper than %d: %w", MaxDepth, ErrMalformed)
+	}
+	for off := 0; off < len(body); {
+		_, tag, value, next, err := nextEntry(body, off)
+		if err != nil {
+			return err
+		}
+		off = next
+		if err := checkValue(tag, value, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkElems(body []byte, depth int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("amqptab: array nested deeper than %d: %w", MaxDepth, ErrMalformed)
+	}
+	for off := 0; off < len(body); {
+		tag, value, next, err := nextElem(body, off)
+		if err != nil {
+			return err
+		}
+		off = next
+		if err := checkValue(tag, value, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkValue(tag byte, value []byte, depth int) error {
+	switch tag {
+	case 'F':
+		return checkEntries(value[4:], depth+1)
+	case 'A':
+		return checkElems(value[4:], depth+1)
+	}
+	return nil
 }
 
 // LongStr returns the string of an 'S' value as ScanTable reports it.
@@ -223,7 +381,7 @@ func LongStr(tag byte, value []byte) (string, bool) {
 	return string(value[4:]), true
 }
 
-// Int returns an integer value of any integer tag.
+// Int returns an integer value of any integer tag (and of 'T', seconds).
 func Int(tag byte, value []byte) (int64, bool) {
 	switch tag {
 	case 'b':
@@ -242,52 +400,4 @@ func Int(tag byte, value []byte) (int64, bool) {
 		return int64(binary.BigEndian.Uint64(value)), true
 	}
 	return 0, false
-}
-
-// Encoding: a table or array is built by appending to a byte slice. Begin
-// reserves its u32 length, entries or elements follow, End fills in the
-// length:
-//
-//	dst, start := amqptab.Begin(dst)
-//	dst = amqptab.AppendKey(dst, "count")
-//	dst = amqptab.AppendLong(dst, 1)
-//	dst = amqptab.End(dst, start)
-
-// Begin appends the u32 length of a table or array, to be filled in by
-// End, and returns where it starts.
-func Begin(dst []byte) ([]byte, int) { return append(dst, 0, 0, 0, 0), len(dst) }
-
-// End fills in the length reserved by Begin at start.
-func End(dst []byte, start int) []byte {
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
-}
-
-// AppendKey appends a table entry's key (cut at 255 bytes).
-func AppendKey(dst []byte, key string) []byte {
-	if len(key) > 255 {
-		key = key[:255]
-	}
-	return append(append(dst, byte(len(key))), key...)
-}
-
-// AppendLongStr appends an 'S' value.
-func AppendLongStr(dst []byte, s string) []byte {
-	dst = binary.BigEndian.AppendUint32(append(dst, 'S'), uint32(len(s)))
-	return append(dst, s...)
-}
-
-// AppendLong appends an 'l' value.
-func AppendLong(dst []byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64(append(dst, 'l'), uint64(v))
-}
-
-// AppendTimestamp appends a 'T' value: seconds since the epoch.
-func AppendTimestamp(dst []byte, sec int64) []byte {
-	return binary.BigEndian.AppendUint64(append(dst, 'T'), uint64(sec))
-}
-
-// AppendRaw appends a value as ScanTable reports it: tag and raw value.
-func AppendRaw(dst []byte, tag byte, value []byte) []byte {
-	return append(append(dst, tag), value...)
 }

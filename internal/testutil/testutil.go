@@ -1,5 +1,6 @@
 // Package testutil holds helpers that the tests of several packages
-// share: the crash tests' seeds and child-process output.
+// share: the crash tests' seeds and child-process output, and the codec
+// tests' annotated hex.
 package testutil
 
 import (

@@ -1,4 +1,4 @@
-package wire
+package amqptab
 
 import (
 	"encoding/binary"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/internal/testutil"
 )
 
 // Each tag, as the one entry "k" of a table: the Go value, its encoding
@@ -39,7 +41,7 @@ var tagCases = []struct {
 
 // oneEntry wraps a tag+value encoding into the table {"k": value}.
 func oneEntry(t *testing.T, enc string) []byte {
-	body := append([]byte{1, 'k'}, hexBytes(t, enc)...)
+	body := append([]byte{1, 'k'}, testutil.HexBytes(t, enc)...)
 	return append([]byte{0, 0, 0, byte(len(body))}, body...)
 }
 
@@ -51,7 +53,7 @@ func TestTableTags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertBytes(t, got, want)
+			testutil.AssertBytes(t, got, want)
 			tab, n, err := ReadTable(append(want, 0xEE)) // a byte after the table is not its
 			if err != nil || n != len(want) {
 				t.Fatalf("ReadTable: n = %d, err = %v", n, err)
@@ -96,7 +98,7 @@ func TestTableConversions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%T: %v", tc.in, err)
 		}
-		assertBytes(t, got, oneEntry(t, tc.enc))
+		testutil.AssertBytes(t, got, oneEntry(t, tc.enc))
 		tab, _, err := ReadTable(got)
 		if err != nil || !reflect.DeepEqual(tab["k"], tc.back) {
 			t.Errorf("%T: read back %#v, %v; want %#v", tc.in, tab["k"], err, tc.back)
@@ -170,7 +172,7 @@ func TestTableSorted(t *testing.T) {
 		{`01 'a' 'V' 02 'aa' 'V'`, true},
 		{`01 'B' 'V' 01 'a' 'V'`, true}, // bytewise: 'B' < 'a'
 	} {
-		body := hexBytes(t, tc.body)
+		body := testutil.HexBytes(t, tc.body)
 		b := append([]byte{0, 0, 0, byte(len(body))}, body...)
 		if got, err := TableSorted(b); got != tc.want || err != nil {
 			t.Errorf("%s: TableSorted = %v, %v; want %v", tc.body, got, err, tc.want)
@@ -196,20 +198,19 @@ func TestReadTableMalformed(t *testing.T) {
 		{"bad nested", `0000000a 01 'k' 'F' 00000003 01 'k' 'Z'`, "unknown field tag 'Z'"},
 		{"bad array", `00000008 01 'k' 'A' 00000001 'Z'`, "unknown field tag 'Z'"},
 	} {
-		_, _, err := ReadTable(hexBytes(t, tc.in))
+		_, _, err := ReadTable(testutil.HexBytes(t, tc.in))
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: err = %v, want ErrMalformed with %q", tc.name, err, tc.why)
 		}
-		// ScanProperties validates headers deeply and agrees.
-		props := append([]byte{0x20, 0}, hexBytes(t, tc.in)...)
-		if _, err := ScanProperties(props); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: ScanProperties err = %v", tc.name, err)
+		// CheckTable validates deeply without decoding and agrees.
+		if _, err := CheckTable(testutil.HexBytes(t, tc.in)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: CheckTable err = %v", tc.name, err)
 		}
 	}
 }
 
 func TestReadTableDuplicateFirstWins(t *testing.T) {
-	tab, _, err := ReadTable(hexBytes(t, `0000000b 01 'k' 'B' 01 01 'k' 'B' 02 01 'j' 'V'`))
+	tab, _, err := ReadTable(testutil.HexBytes(t, `0000000b 01 'k' 'B' 01 01 'k' 'B' 02 01 'j' 'V'`))
 	if err != nil || !reflect.DeepEqual(tab, Table{"k": uint8(1), "j": nil}) {
 		t.Fatalf("%#v, %v", tab, err)
 	}
@@ -259,30 +260,30 @@ func nestBytes(n int) []byte {
 }
 
 func TestTableDepth(t *testing.T) {
-	b, err := AppendTable(nil, nest(MaxTableDepth))
+	b, err := AppendTable(nil, nest(MaxDepth))
 	if err != nil {
-		t.Fatalf("depth %d: %v", MaxTableDepth, err)
+		t.Fatalf("depth %d: %v", MaxDepth, err)
 	}
 	if _, _, err := ReadTable(b); err != nil {
-		t.Fatalf("read depth %d: %v", MaxTableDepth, err)
+		t.Fatalf("read depth %d: %v", MaxDepth, err)
 	}
-	if _, err := AppendTable(nil, nest(MaxTableDepth+1)); !errors.Is(err, ErrFieldType) {
-		t.Fatalf("write depth %d: %v", MaxTableDepth+1, err)
+	if _, err := AppendTable(nil, nest(MaxDepth+1)); !errors.Is(err, ErrFieldType) {
+		t.Fatalf("write depth %d: %v", MaxDepth+1, err)
 	}
 
-	ok := nestBytes(MaxTableDepth)
+	ok := nestBytes(MaxDepth)
 	if _, _, err := ReadTable(ok); err != nil {
-		t.Fatalf("read %d: %v", MaxTableDepth, err)
+		t.Fatalf("read %d: %v", MaxDepth, err)
 	}
-	deep := nestBytes(MaxTableDepth + 1)
+	deep := nestBytes(MaxDepth + 1)
 	if _, _, err := ReadTable(deep); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "deeper") {
-		t.Fatalf("read %d: %v", MaxTableDepth+1, err)
+		t.Fatalf("read %d: %v", MaxDepth+1, err)
 	}
-	if _, err := ScanProperties(append([]byte{0x20, 0}, deep...)); !errors.Is(err, ErrMalformed) {
-		t.Fatalf("ScanProperties depth %d: %v", MaxTableDepth+1, err)
+	if _, err := CheckTable(deep); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("CheckTable depth %d: %v", MaxDepth+1, err)
 	}
-	if _, err := ScanProperties(append([]byte{0x20, 0}, ok...)); err != nil {
-		t.Fatalf("ScanProperties depth %d: %v", MaxTableDepth, err)
+	if n, err := CheckTable(ok); err != nil || n != len(ok) {
+		t.Fatalf("CheckTable depth %d: %d of %d bytes, %v", MaxDepth, n, len(ok), err)
 	}
 }
 
@@ -302,7 +303,7 @@ func TestScanTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The raw A value carries its length and goes to ScanArray.
-	assertBytes(t, ccRaw, hexBytes(t, `00000010 'S' 00000003 'rk1' 'S' 00000003 'rk2'`))
+	testutil.AssertBytes(t, ccRaw, testutil.HexBytes(t, `00000010 'S' 00000003 'rk1' 'S' 00000003 'rk2'`))
 	var keys []string
 	if err := ScanArray(ccRaw, func(tag byte, value []byte) error {
 		keys = append(keys, string(value[4:]))
@@ -325,8 +326,9 @@ func TestScanTable(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		_ = ScanTable(b, func([]byte, byte, []byte) error { return nil })
 		_, _ = TableSorted(b)
+		_, _ = CheckTable(b)
 	})
 	if allocs != 0 {
-		t.Fatalf("ScanTable/TableSorted allocs = %v, want 0", allocs)
+		t.Fatalf("ScanTable/TableSorted/CheckTable allocs = %v, want 0", allocs)
 	}
 }
