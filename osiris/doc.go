@@ -19,6 +19,16 @@
 // committed tail to readers and then calls each batch's Done. While one
 // write and sync is in flight the next batches accumulate: group commit.
 //
+// # Segment format versions
+//
+// Each segment file carries its format version, which says how its chunks'
+// Bloom filters are read (see package segment). Segments of an older
+// version are read and filtered as written but take no appends: on a
+// stream's first write after an upgrade the writer rolls to a new segment
+// (an empty active segment takes the current version in place when the
+// stream opens), so the older segments stay as they were until retention
+// deletes them.
+//
 // # Idle streams
 //
 // An idle stream costs no goroutine and no open file. The writer

@@ -66,11 +66,12 @@ type ReaderOptions struct {
 // positions stay valid until the reader's next call to Next, TryNext, Park
 // or Close (use Hold to keep them longer).
 type Chunk struct {
-	Header segment.Header
-	Bloom  []byte   // the chunk's Bloom bytes (valid until the next Next)
-	File   *os.File // the segment file: read with ReadAt or sendfile only
-	Pos    int64    // position of the chunk header in File
-	ref    *segRef  // the segment, for Hold
+	Header      segment.Header
+	Bloom       []byte               // the chunk's Bloom bytes (valid until the next Next)
+	BloomFormat segment.FilterFormat // how to read Bloom: its segment's format
+	File        *os.File             // the segment file: read with ReadAt or sendfile only
+	Pos         int64                // position of the chunk header in File
+	ref         *segRef              // the segment, for Hold
 }
 
 // DataPos is the position of the chunk's entry data in File.
@@ -306,13 +307,14 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 			if err != nil {
 				return Chunk{}, false, nil, err
 			}
-			c := Chunk{Header: h, Bloom: bloom, File: r.seg.File(), Pos: r.pos, ref: r.ref}
+			format := r.seg.FilterFormat()
+			c := Chunk{Header: h, Bloom: bloom, BloomFormat: format, File: r.seg.File(), Pos: r.pos, ref: r.ref}
 			r.pos += h.Size()
 			r.next = h.NextOffset()
 			if h.Type != segment.ChunkUser && !r.opts.AllChunks {
 				continue
 			}
-			if !r.opts.Filter.Match(bloom) {
+			if !r.opts.Filter.Match(format, bloom) {
 				continue
 			}
 			return c, true, nil, nil

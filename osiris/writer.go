@@ -99,6 +99,15 @@ func openWriter(s *Stream) (*writer, error) {
 		if err != nil {
 			return nil, err
 		}
+		if seg.Count() == 0 {
+			// An empty segment of an older format version takes the
+			// current one; one with chunks is rolled away from before
+			// the first write (see needsRoll).
+			if err := seg.Upgrade(); err != nil {
+				seg.Close()
+				return nil, err
+			}
+		}
 		if rec.Repaired() {
 			s.opts.Logger.Warn("osiris: repaired segment tail", "dir", s.dir, "segment", last,
 				"truncated_bytes", rec.TruncatedBytes, "dropped_index_records", rec.DroppedRecords,
@@ -418,7 +427,7 @@ func (w *writer) addEntry(entry []byte, records uint32, filter []byte, cfg *Conf
 		}
 	}
 	if !w.open {
-		if w.segHasUser && (w.segBytes()+segment.HeaderSize+int64(cfg.FilterSize)+int64(len(entry)) > cfg.MaxSegmentSize ||
+		if w.needsRoll() || w.segHasUser && (w.segBytes()+segment.HeaderSize+int64(cfg.FilterSize)+int64(len(entry)) > cfg.MaxSegmentSize ||
 			w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks) {
 			if err := w.roll(cfg); err != nil {
 				return err
@@ -434,6 +443,12 @@ func (w *writer) addEntry(entry []byte, records uint32, filter []byte, cfg *Conf
 	w.cycleEntries++
 	return nil
 }
+
+// needsRoll reports whether the active segment is of an older format
+// version (written before the chunk filters changed), which takes no
+// appends: the first chunk written after an upgrade goes to a new segment,
+// so that each segment's chunks have one filter format.
+func (w *writer) needsRoll() bool { return w.active.Version() != segment.SegmentVersion }
 
 // segBytes is the size the active segment has once buf is written,
 // including the chunk being built.
@@ -499,7 +514,7 @@ func (w *writer) writeDelta(cfg *Config) {
 		body = appendRecord(body, trackOffset, o.ref, o.offset)
 	}
 	w.offsets = w.offsets[:0]
-	if w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks {
+	if w.needsRoll() || w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks {
 		if err := w.roll(cfg); err != nil {
 			w.werr = err
 			return

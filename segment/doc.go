@@ -8,12 +8,22 @@
 //	00000000000000000000.segment   chunks, back to back
 //	00000000000000000000.index     one 29-byte record per chunk
 //
-// # Segment file (format version 1)
+// # Segment file (format version 2)
 //
 //	+--------+--------+---------+---------+-----+
 //	| "WRNS" | ver u32| chunk 0 | chunk 1 | ... |
 //	+--------+--------+---------+---------+-----+
 //	  0-3      4-7      8-
+//
+// The version says how the chunks' Bloom filters are built (see Chunk
+// filter): version 2 segments hold FilterV2 filters. Version 1 segments,
+// written before Warren took its filters from bits-and-blooms, hold
+// FilterV1 filters; they are read, recovered and filtered as before but
+// never appended to (Append returns ErrReadOnly), so a segment's chunks
+// always share one filter format. The stream writer (package osiris)
+// starts a new segment before its first write when the active segment is
+// of version 1, or rewrites the header of an empty one (Segment.Upgrade).
+// The chunk bytes are the same in both versions.
 //
 // # Chunk
 //
@@ -44,11 +54,50 @@
 // The data CRC is CRC-32 (IEEE) over the entry bytes only, as Osiris and the
 // stream clients compute it.
 //
+// The Bloom bytes are the chunk's filter (see Chunk filter), present when
+// the stream has a filter size (16 to 255 bytes, 16 by default) and at
+// least one entry of the chunk has a filter value. The protocol layer
+// sends a client the header and the entries, not the Bloom bytes.
+//
 // Osiris leaves bytes 45-47 reserved (zero). Warren stores there the low 24
 // bits of an xxhash64 over header bytes 0-44, the Bloom bytes and the
 // trailer, so that recovery also detects damage outside the entry data,
 // which the data CRC does not cover. The protocol layer zeroes these bytes
 // before it sends a header to a client (see Header.AppendWire).
+//
+// # Chunk filter
+//
+// FilterV2 (version 2 segments) is a bits-and-blooms/bloom/v3 Bloom filter
+// of m = 8*size bits and k = 3 hash functions (FilterHashes). Bit i is bit
+// i%8 of byte i/8, least significant bit first: the filter's 64-bit words
+// in little-endian order, cut to size bytes.
+//
+//	byte 0                  byte 1                  ...  byte size-1
+//	+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+     +-----------+
+//	|b7|b6|b5|b4|b3|b2|b1|b0|15|14|13|12|11|10|b9|b8| ... | bits m-1.. |
+//	+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+--+     +-----------+
+//
+// An entry with filter value V sets k bits. V is hashed twice with 128-bit
+// murmur3 (x64 variant, seed 0): V itself gives h0, h1 and V followed by a
+// 0x01 byte gives h2, h3 (each a u64). Bit number j (0 <= j < k) is
+//
+//	(h[j%2] + j*h[2+((j+j%2)%4)/2]) mod m
+//
+// that is h0, h1+h3 and h0+2*h3 for k = 3. An entry without a filter value
+// sets the bits of the empty value (a filter value is never empty). A
+// chunk may hold a wanted value when all its k bits are set; it may hold
+// unfiltered entries when all the empty value's bits are. The library's
+// own serialization (lengths and words) is not used: the filter is only
+// its bits. A library release that hashed otherwise would change the
+// format; TestBloomGolden pins it.
+//
+// FilterV1 (version 1 segments, read only) has 8*size bits numbered most
+// significant bit first across the bytes. An entry with filter value V sets
+// two bits, the low and the high 32 bits of xxhash64(V), each modulo
+// 8*size-1, plus one; an entry without a filter value sets bit 0.
+//
+// Neither hash is Osiris's (Erlang's phash2), so filters written by
+// RabbitMQ cannot be read here, nor ours by RabbitMQ.
 //
 // # Entries
 //
@@ -83,7 +132,7 @@
 // A record is appended after its chunk has been written to the segment
 // file. The segment file is the source of truth: an index that is missing,
 // short, zero-filled or that disagrees with its segment is repaired from
-// the segment on open.
+// the segment on open. Index files of all segment versions are the same.
 //
 // # Recovery
 //

@@ -12,4 +12,7 @@ var (
 	ErrChunkFull = errors.New("segment: chunk full")
 	// ErrClosed is returned by operations on a closed segment.
 	ErrClosed = errors.New("segment: closed")
+	// ErrReadOnly is returned by Append to a segment of an older format
+	// version, whose chunk filters this code reads but no longer writes.
+	ErrReadOnly = errors.New("segment: older format version, read-only")
 )

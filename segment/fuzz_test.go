@@ -396,3 +396,45 @@ func checkKept(t *testing.T, s *Segment, rec Recovery) {
 		}
 	}
 }
+
+// Ensure Match never panics on Bloom bytes read from disk, of any length
+// and either format, and answers as the filters are defined: for FilterV2
+// as the bits-and-blooms filter over the same bits, for FilterV1 as the
+// two xxhash64 bits (or bit 0 for match-unfiltered); a filter of all ones
+// matches, and no Bloom bytes match only match-unfiltered readers.
+func FuzzMatch(f *testing.F) {
+	f.Add(uint8(FilterV2), bloomOf(16, []byte("eu"), nil), []byte("eu"), false)
+	f.Add(uint8(FilterV2), bloomOf(255, filterValues("x", 50)...), []byte("x-7"), true)
+	f.Add(uint8(FilterV1), v1BloomOf(16, []byte("eu"), nil), []byte("us"), true)
+	f.Add(uint8(FilterV1), v1BloomOf(32, []byte("eu")), []byte("eu"), false)
+	f.Add(uint8(FilterV2), []byte{}, []byte("a"), true)
+	f.Add(uint8(7), []byte{1}, []byte("a"), false)
+	f.Fuzz(func(t *testing.T, format uint8, bloom, value []byte, unfiltered bool) {
+		if len(bloom) > 2*MaxBloomSize || len(value) == 0 {
+			return
+		}
+		m := NewMatcher([][]byte{value}, unfiltered)
+		got := m.Match(FilterFormat(format), bloom)
+		if got != m.Match(FilterFormat(format), bloom) {
+			t.Fatal("Match differs between two calls")
+		}
+		var want bool
+		switch {
+		case len(bloom) == 0:
+			want = unfiltered
+		case FilterFormat(format) == FilterV2:
+			lib := libFilter(bloom)
+			want = lib.Test(value) || unfiltered && lib.Test(nil)
+		case FilterFormat(format) == FilterV1:
+			want = v1Holds(bloom, value) || unfiltered && bloom[0]&0x80 != 0
+		default:
+			want = true
+		}
+		if got != want {
+			t.Fatalf("Match(%d, % x) for %q (unfiltered %v) = %v, want %v", format, bloom, value, unfiltered, got, want)
+		}
+		if len(bloom) > 0 && !m.Match(FilterFormat(format), bytes.Repeat([]byte{0xff}, len(bloom))) {
+			t.Fatalf("format %d: a filter of all ones does not match", format)
+		}
+	})
+}

@@ -9,8 +9,15 @@ import (
 
 // These constants are part of the on-disk format and must not be changed.
 const (
-	// FormatVersion is the version of the segment and index file formats.
-	FormatVersion = 1
+	// SegmentVersion is the format version of the segment files Create
+	// writes: 2, whose chunk filters are FilterV2. Open also reads version
+	// 1, whose chunk filters are FilterV1; Append refuses those segments
+	// (ErrReadOnly), so a segment never mixes filter formats.
+	SegmentVersion = 2
+	// oldestSegmentVersion is the oldest segment file version Open reads.
+	oldestSegmentVersion = 1
+	// IndexVersion is the format version of index files.
+	IndexVersion = 1
 	// FileHeaderSize is the size of the segment and index file headers.
 	FileHeaderSize = 8
 	// IndexRecordSize is the size of one index record.
@@ -96,7 +103,22 @@ func ParseSegmentFileName(name string) (uint64, bool) {
 	return base, err == nil
 }
 
+// appendFileHeader appends the header a new file with magic gets: the
+// current version of its format.
 func appendFileHeader(dst []byte, magic string) []byte {
+	v := uint32(IndexVersion)
+	if magic == segmentMagic {
+		v = SegmentVersion
+	}
 	dst = append(dst, magic...)
-	return binary.BigEndian.AppendUint32(dst, FormatVersion)
+	return binary.BigEndian.AppendUint32(dst, v)
+}
+
+// readableVersion reports whether this code reads version v of the files
+// with magic.
+func readableVersion(magic string, v uint32) bool {
+	if magic == segmentMagic {
+		return v >= oldestSegmentVersion && v <= SegmentVersion
+	}
+	return v == IndexVersion
 }

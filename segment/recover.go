@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -48,17 +49,18 @@ func Open(dir string, base uint64) (*Segment, Recovery, error) {
 }
 
 func (s *Segment) recover(rec *Recovery) error {
-	segSize, err := checkFileHeader(s.seg, segmentMagic)
+	segSize, version, err := checkFileHeader(s.seg, segmentMagic)
 	if err != nil {
 		return fmt.Errorf("segment open %s: %w", s.segPath, err)
 	}
+	s.version = version
 	if s.idx, err = os.OpenFile(s.idxPath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return fmt.Errorf("segment open %s: %w", s.idxPath, err)
 	}
 	if st, err := s.idx.Stat(); err == nil && st.Size() < FileHeaderSize {
 		rec.IndexRebuilt = true // missing, or torn before its header
 	}
-	idxSize, err := checkFileHeader(s.idx, indexMagic)
+	idxSize, _, err := checkFileHeader(s.idx, indexMagic)
 	if err != nil {
 		// A torn or foreign index is rebuilt from the segment.
 		if err := resetFile(s.idx, indexMagic); err != nil {
@@ -205,27 +207,30 @@ func (s *Segment) scanTail(segSize int64, rec *Recovery) error {
 	return nil
 }
 
-// checkFileHeader returns the file's size after checking its 8-byte header.
-// A file shorter than the header (torn creation) is given a fresh header.
-func checkFileHeader(f *os.File, magic string) (int64, error) {
+// checkFileHeader returns the file's size and format version after
+// checking its 8-byte header: the magic, and a version this code reads. A
+// file shorter than the header (torn creation) is given a fresh header of
+// the current version.
+func checkFileHeader(f *os.File, magic string) (int64, uint32, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if st.Size() < FileHeaderSize {
 		if err := resetFile(f, magic); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return FileHeaderSize, nil
+		return FileHeaderSize, binary.BigEndian.Uint32(appendFileHeader(nil, magic)[4:]), nil
 	}
 	var b [FileHeaderSize]byte
 	if _, err := f.ReadAt(b[:], 0); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if string(b[:]) != string(appendFileHeader(nil, magic)) {
-		return 0, fmt.Errorf("file header %q: %w", b[:], ErrCorrupt)
+	v := binary.BigEndian.Uint32(b[4:])
+	if string(b[:4]) != magic || !readableVersion(magic, v) {
+		return 0, 0, fmt.Errorf("file header %q: %w", b[:], ErrCorrupt)
 	}
-	return st.Size(), nil
+	return st.Size(), v, nil
 }
 
 // resetFile truncates f to just a fresh file header.

@@ -306,7 +306,7 @@ func TestRecoverShortSegmentFile(t *testing.T) {
 			if rec != idxCase.rec {
 				t.Fatalf("%d-byte segment, %s: Recovery %+v, want %+v", size, idxCase.name, rec, idxCase.rec)
 			}
-			if got := readFile(t, dir, SegmentFileName(f.base)); string(got) != "WRNS\x00\x00\x00\x01" {
+			if got := readFile(t, dir, SegmentFileName(f.base)); string(got) != "WRNS\x00\x00\x00\x02" {
 				t.Fatalf("%d-byte segment, %s: file is now %q, want a fresh header", size, idxCase.name, got)
 			}
 			checkRecovered(t, s, dir, nil)
@@ -318,7 +318,7 @@ func TestRecoverShortSegmentFile(t *testing.T) {
 // corrupt and neither file is touched.
 func TestRecoverForeignHeader(t *testing.T) {
 	f := newCrashFixture(t, 6)
-	for _, hdr := range []string{"OSIL\x00\x00\x00\x01", "WRNS\x00\x00\x00\x02", "WRNI\x00\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00"} {
+	for _, hdr := range []string{"OSIL\x00\x00\x00\x01", "WRNS\x00\x00\x00\x00", "WRNS\x00\x00\x00\x03", "WRNI\x00\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00"} {
 		for _, withIndex := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%q index=%v", hdr, withIndex), func(t *testing.T) {
 				dir := t.TempDir()

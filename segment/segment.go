@@ -21,6 +21,7 @@ type Segment struct {
 	idxPath string
 	seg     *os.File
 	idx     *os.File
+	version uint32 // file format version: SegmentVersion, or 1 (read-only); changed only by Upgrade
 
 	// Owned by the writer.
 	size  int64       // bytes in the segment file
@@ -46,6 +47,7 @@ func Create(dir string, base uint64) (*Segment, error) {
 		base:    base,
 		segPath: filepath.Join(dir, SegmentFileName(base)),
 		idxPath: filepath.Join(dir, IndexFileName(base)),
+		version: SegmentVersion,
 	}
 	var err error
 	if s.seg, err = createWithHeader(s.segPath, segmentMagic); err != nil {
@@ -79,6 +81,18 @@ func (s *Segment) Base() uint64 { return s.base }
 // Path is the segment file's path.
 func (s *Segment) Path() string { return s.segPath }
 
+// Version is the segment file's format version: SegmentVersion, or 1 for a
+// segment written before the chunk filters changed (read-only).
+func (s *Segment) Version() uint32 { return s.version }
+
+// FilterFormat is the format of the Bloom bytes of the segment's chunks.
+func (s *Segment) FilterFormat() FilterFormat {
+	if s.version == 1 {
+		return FilterV1
+	}
+	return FilterV2
+}
+
 // File is the segment file, for positional reads and sendfile. Callers must
 // not change its offset or write to it.
 func (s *Segment) File() *os.File { return s.seg }
@@ -103,9 +117,14 @@ func (s *Segment) Last() (IndexRecord, Header, bool) { return s.last, s.lastH, s
 // Append writes complete chunks (as built by Builder) to the segment file
 // with one write, then their index records with one write. hdrs are the
 // chunks' headers in order. After an error the segment refuses all writes.
+// A segment of an older format version refuses them all along
+// (ErrReadOnly): its chunks' filters are of another format.
 func (s *Segment) Append(chunks []byte, hdrs []Header) error {
 	if s.werr != nil {
 		return s.werr
+	}
+	if s.version != SegmentVersion {
+		return fmt.Errorf("segment %s: append: format version %d: %w", s.segPath, s.version, ErrReadOnly)
 	}
 	if len(hdrs) == 0 {
 		return nil
@@ -138,6 +157,33 @@ func (s *Segment) Append(chunks []byte, hdrs []Header) error {
 	s.lastH = hdrs[len(hdrs)-1]
 	s.size = pos
 	s.count += len(hdrs)
+	return nil
+}
+
+// Upgrade rewrites the file header of an empty segment of an older format
+// version with the current version, so that it takes appends: with no
+// chunk there is no filter of the older format to keep. A segment with
+// chunks stays as it is (ErrReadOnly); the writer moves on to a new one.
+// Writer only, before any reader uses the segment.
+func (s *Segment) Upgrade() error {
+	if s.werr != nil {
+		return s.werr
+	}
+	if s.version == SegmentVersion {
+		return nil
+	}
+	if s.count > 0 || s.size > FileHeaderSize {
+		return fmt.Errorf("segment %s: upgrade with %d chunks: %w", s.segPath, s.count, ErrReadOnly)
+	}
+	if _, err := s.seg.WriteAt(appendFileHeader(nil, segmentMagic), 0); err != nil {
+		s.werr = fmt.Errorf("segment %s: upgrade: %w", s.segPath, err)
+		return s.werr
+	}
+	if err := unix.Fdatasync(int(s.seg.Fd())); err != nil {
+		s.werr = fmt.Errorf("segment %s: upgrade: fdatasync: %w", s.segPath, err)
+		return s.werr
+	}
+	s.version = SegmentVersion
 	return nil
 }
 

@@ -40,8 +40,11 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("Base %d, Path %s", s.Base(), s.Path())
 	}
 	checkChunks(t, s, nil)
-	if got := readFile(t, dir, SegmentFileName(42)); string(got) != "WRNS\x00\x00\x00\x01" {
-		t.Errorf("segment file = %q, want magic WRNS and version 1", got)
+	if got := readFile(t, dir, SegmentFileName(42)); string(got) != "WRNS\x00\x00\x00\x02" {
+		t.Errorf("segment file = %q, want magic WRNS and version 2", got)
+	}
+	if s.Version() != SegmentVersion || s.FilterFormat() != FilterV2 {
+		t.Errorf("Version %d, FilterFormat %d; want %d, %d", s.Version(), s.FilterFormat(), SegmentVersion, FilterV2)
 	}
 	if got := readFile(t, dir, IndexFileName(42)); string(got) != "WRNI\x00\x00\x00\x01" {
 		t.Errorf("index file = %q, want magic WRNI and version 1", got)
@@ -484,7 +487,7 @@ func TestReadAt(t *testing.T) {
 		}
 	}
 	hdr := make([]byte, FileHeaderSize)
-	if err := s.ReadAt(hdr, 0); err != nil || string(hdr) != "WRNS\x00\x00\x00\x01" {
+	if err := s.ReadAt(hdr, 0); err != nil || string(hdr) != "WRNS\x00\x00\x00\x02" {
 		t.Fatalf("ReadAt(file header) = %q, %v", hdr, err)
 	}
 	if err := s.ReadAt(make([]byte, 2), s.Size()-1); !errors.Is(err, io.EOF) {
@@ -596,7 +599,8 @@ const goldenDir = "testdata/golden"
 
 // Ensure the segment and index files for fixed chunks are byte-identical to
 // the checked-in golden files, and that Open reads those files. Run with
-// -rewrite after an intended format change (with a new FormatVersion).
+// -rewrite after an intended format change (with a new SegmentVersion or
+// IndexVersion).
 func TestGoldenFiles(t *testing.T) {
 	dir := t.TempDir()
 	specs := mixedSpecs(6, 1_700_000_000_000)
