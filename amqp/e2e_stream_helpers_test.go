@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -291,10 +290,4 @@ func streamPublish(t *testing.T, env *stream.Environment, name string, opts *str
 			t.Fatalf("stream publish: %d of %d confirms", got, len(msgs))
 		}
 	}
-}
-
-// isStreamNotFound reports whether a stream client error says the stream
-// does not exist.
-func isStreamNotFound(err error) bool {
-	return errors.Is(err, stream.StreamDoesNotExist)
 }

@@ -44,24 +44,6 @@ func (q *outQueue) frames(fn func(b []byte) []byte) bool {
 	return true
 }
 
-// framesFlow is frames for deliveries: it first waits while the queue
-// holds more than the limit, so that a slow client pushes back on the
-// queues that feed it.
-func (q *outQueue) framesFlow(fn func(b []byte) []byte) bool {
-	q.mu.Lock()
-	for len(q.mu.buf) > q.limit && !q.mu.closed {
-		q.drained.Wait()
-	}
-	if q.mu.closed {
-		q.mu.Unlock()
-		return false
-	}
-	q.mu.buf = fn(q.mu.buf)
-	q.mu.Unlock()
-	q.kick()
-	return true
-}
-
 // waitRoom waits while more than the limit is queued, so that a slow
 // client pushes back on the queues that deliver to it.
 func (q *outQueue) waitRoom() {

@@ -388,15 +388,6 @@ func (p *pubConfirm) expect(n int) {
 	}
 }
 
-// fail completes the publish as refused (nack).
-func (p *pubConfirm) fail() {
-	if p != nil {
-		p.failed.Store(true)
-		p.remaining.Store(1)
-		p.complete(nil)
-	}
-}
-
 // drop abandons a publish that failed with a channel error: no confirm
 // (the channel is closing), but the barrier is released.
 func (p *pubConfirm) drop() {

@@ -277,13 +277,3 @@ func (c *conn) codeFor(err error, op, name string) wire.Code {
 	c.log.Error(op, "name", name, "err", err)
 	return wire.CodeInternalError
 }
-
-// allowed reports whether the user has permission kind on every resource.
-func (c *conn) allowed(vhost string, kind queues.Perm, resources ...string) bool {
-	for _, r := range resources {
-		if c.srv.broker.CheckPermission(c.user, vhost, kind, r) != nil {
-			return false
-		}
-	}
-	return true
-}
