@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warren-mq/warren/internal/rangeset"
 	"github.com/warren-mq/warren/osiris"
 )
 
@@ -96,11 +97,11 @@ type Queue struct {
 		ready          int     // ready messages
 		readyBytes     int64   // their body bytes (those whose size is known)
 		unacked        map[uint64]unackedMsg
-		settled        rangeSet
-		claimed        rangeSet // taken off ready to be dead-lettered, not settled
-		deliveredMark  uint64   // offset after the highest delivered
-		redeliverBelow uint64   // messages below were delivered before the last restart
-		unackedMulti   int      // unacked entries with count >= 2
+		settled        rangeset.Set
+		claimed        rangeset.Set // taken off ready to be dead-lettered, not settled
+		deliveredMark  uint64       // offset after the highest delivered
+		redeliverBelow uint64       // messages below were delivered before the last restart
+		unackedMulti   int          // unacked entries with count >= 2
 
 		// The ack state's persisting (queue_persist.go).
 		markSafe    uint64    // the delivered mark on disk: fresh messages below it may go out
@@ -370,10 +371,10 @@ func (q *Queue) stored(pb *pubBatch, r osiris.Result) {
 	// Offsets in [prev, end) that hold no message are settled.
 	from := prev
 	for _, x := range ids {
-		q.mu.settled.addRange(from, x.lo)
+		q.mu.settled.AddRange(from, x.lo)
 		from = x.hi
 	}
-	q.mu.settled.addRange(from, end)
+	q.mu.settled.AddRange(from, end)
 	if end > q.mu.tail {
 		q.mu.tail = end
 	}
@@ -515,7 +516,7 @@ func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 		if dead != nil {
 			dead(idRange{id, id + 1})
 		} else {
-			q.mu.settled.add(id)
+			q.mu.settled.Add(id)
 		}
 		n++
 	}
@@ -579,7 +580,7 @@ func (q *Queue) Purge() (int, error) {
 		return 0, q.errGone()
 	}
 	q.expireDueLocked()
-	n := q.clearReadyLocked(func(r idRange) { q.mu.settled.addRange(r.lo, r.hi) })
+	n := q.clearReadyLocked(func(r idRange) { q.mu.settled.AddRange(r.lo, r.hi) })
 	clear(q.mu.expq)
 	q.mu.expq, q.mu.zeros = q.mu.expq[:0], q.mu.zeros[:0]
 	q.markDirtyLocked()
@@ -589,7 +590,7 @@ func (q *Queue) Purge() (int, error) {
 // settleLocked marks id done.
 // REQUIRES: q.mu held.
 func (q *Queue) settleLocked(id uint64) {
-	q.mu.settled.add(id)
+	q.mu.settled.Add(id)
 	q.markDirtyLocked()
 }
 

@@ -47,12 +47,12 @@ const dlBatch = 256
 func (q *Queue) deadFn(reason deathReason) func(r idRange) {
 	if !q.config().hasDLX {
 		return func(r idRange) {
-			q.mu.settled.addRange(r.lo, r.hi)
+			q.mu.settled.AddRange(r.lo, r.hi)
 			q.markDirtyLocked()
 		}
 	}
 	return func(r idRange) {
-		q.mu.claimed.addRange(r.lo, r.hi)
+		q.mu.claimed.AddRange(r.lo, r.hi)
 		if n := len(q.mu.dl); n > 0 && q.mu.dl[n-1].rec == nil && q.mu.dl[n-1].reason == reason && q.mu.dl[n-1].r.hi == r.lo {
 			q.mu.dl[n-1].r.hi = r.hi
 		} else {
@@ -98,8 +98,8 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 	for {
 		q.mu.Lock()
 		for _, r := range settle {
-			q.mu.claimed.removeRange(r.lo, r.hi)
-			q.mu.settled.addRange(r.lo, r.hi)
+			q.mu.claimed.RemoveRange(r.lo, r.hi)
+			q.mu.settled.AddRange(r.lo, r.hi)
 		}
 		if len(settle) > 0 {
 			q.markDirtyLocked()

@@ -102,12 +102,12 @@ type headInfo struct {
 // REQUIRES: q.mu held.
 func (q *Queue) skipEndLocked(id uint64) uint64 {
 	for {
-		if e, ok := q.mu.settled.endOf(id); ok {
+		if e, ok := q.mu.settled.EndOf(id); ok {
 			id = e
 			continue
 		}
-		if len(q.mu.claimed.r) > 0 {
-			if e, ok := q.mu.claimed.endOf(id); ok {
+		if q.mu.claimed.Len() > 0 {
+			if e, ok := q.mu.claimed.EndOf(id); ok {
 				id = e
 				continue
 			}
@@ -287,7 +287,7 @@ func (q *Queue) removeReadyLocked(lo, hi uint64, gone func(r idRange)) int {
 				if x >= b {
 					break
 				}
-				y := min(q.mu.settled.nextIn(x, b), q.mu.claimed.nextIn(x, b))
+				y := min(q.mu.settled.NextIn(x, b), q.mu.claimed.NextIn(x, b))
 				if s.sizes != nil {
 					for _, sz := range s.sizes[x-s.lo : y-s.lo] {
 						q.mu.readyBytes -= int64(sz)
@@ -349,7 +349,7 @@ func (q *Queue) clearReadyLocked(gone func(r idRange)) int {
 				if x >= s.hi {
 					break
 				}
-				y := min(q.mu.settled.nextIn(x, s.hi), q.mu.claimed.nextIn(x, s.hi))
+				y := min(q.mu.settled.NextIn(x, s.hi), q.mu.claimed.NextIn(x, s.hi))
 				gone(idRange{x, y})
 				x = y
 			}

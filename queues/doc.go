@@ -3,7 +3,8 @@
 // for AMQP too: stream_queue.go),
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
 // headers.go, route_hash*.go), and classic queues as views over private
-// logs (queue.go, classic*.go), all catalogued in pebble.
+// logs (queue.go, classic*.go; their settled and claimed offsets are range
+// sets, package internal/rangeset), all catalogued in pebble.
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):

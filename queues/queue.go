@@ -371,7 +371,7 @@ func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queu
 	// A new log may start with a tracking chunk: nothing below its end is
 	// a message.
 	next := s.Stats().NextOffset
-	q.mu.settled.addRange(0, next)
+	q.mu.settled.AddRange(0, next)
 	q.mu.tail = next
 	return q, nil
 }

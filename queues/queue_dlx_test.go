@@ -169,7 +169,7 @@ func TestDeadLetterRejected(t *testing.T) {
 	eventually(t, "the source settled", func() bool {
 		src.mu.Lock()
 		defer src.mu.Unlock()
-		return src.mu.settled.firstGap(0) == src.mu.tail && src.mu.claimed.len() == 0
+		return src.mu.settled.FirstGap(0) == src.mu.tail && src.mu.claimed.Len() == 0
 	})
 	wantCounts(t, src, 0, 0)
 }
@@ -251,7 +251,7 @@ func TestDeadLetterCycleDrops(t *testing.T) {
 		eventually(t, "all gone", func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
-			return q.mu.settled.firstGap(0) == q.mu.tail && q.mu.claimed.len() == 0 && !q.mu.dlRunning
+			return q.mu.settled.FirstGap(0) == q.mu.tail && q.mu.claimed.Len() == 0 && !q.mu.dlRunning
 		})
 	}
 	time.Sleep(60 * time.Millisecond)
@@ -294,7 +294,7 @@ func TestDeadLetterMaxLenAndMissingExchange(t *testing.T) {
 	eventually(t, "the message dropped", func() bool {
 		gone.mu.Lock()
 		defer gone.mu.Unlock()
-		return gone.mu.settled.firstGap(0) == gone.mu.tail && gone.mu.claimed.len() == 0
+		return gone.mu.settled.FirstGap(0) == gone.mu.tail && gone.mu.claimed.Len() == 0
 	})
 }
 

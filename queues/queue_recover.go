@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/internal/rangeset"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
 )
@@ -16,10 +17,10 @@ import (
 // (queue_persist.go):
 //
 //	+------------+------------------------+-----------------------------+----------------------+
-//	| version u8 | delivered mark uvarint | settled ranges (rangeSet)   | counts (version 2)   |
+//	| version u8 | delivered mark uvarint | settled ranges (rangeset)   | counts (version 2)   |
 //	+------------+------------------------+-----------------------------+----------------------+
 //
-// The settled ranges are those of rangeSet.appendTo. The delivered mark
+// The settled ranges are those of rangeset.Set.AppendTo. The delivered mark
 // is a reservation: every message below it may have been delivered. The
 // counts are a quorum queue's delivery counts (appendCountsLocked; an
 // empty list for other queues). Version 1, without counts, is still read.
@@ -84,10 +85,10 @@ func (q *Queue) appendAckStateLocked(dst []byte, mark uint64, ahead bool) []byte
 
 // appendAckStateHead appends an ack state's version, mark and settled
 // ranges; the counts follow.
-func appendAckStateHead(dst []byte, mark uint64, settled *rangeSet) []byte {
+func appendAckStateHead(dst []byte, mark uint64, settled *rangeset.Set) []byte {
 	dst = append(dst, ackStateVersion)
 	dst = binary.AppendUvarint(dst, mark)
-	return settled.appendTo(dst)
+	return settled.AppendTo(dst)
 }
 
 // idCount is a message's delivery count in the persisted state.
@@ -113,7 +114,7 @@ func appendCounts(dst []byte, cs []idCount) []byte {
 // ackState is a decoded ack state.
 type ackState struct {
 	mark    uint64
-	settled rangeSet
+	settled rangeset.Set
 	counts  map[uint64]uint32 // quorum delivery counts
 }
 
@@ -127,7 +128,7 @@ func decodeAckState(b []byte) (st ackState, err error) {
 		return st, fmt.Errorf("queues: ack state: bad delivered mark")
 	}
 	st.mark = mark
-	rest, err := st.settled.readFrom(b[1+n:])
+	rest, err := st.settled.ReadFrom(b[1+n:])
 	if err != nil {
 		return st, err
 	}
@@ -191,7 +192,7 @@ func (q *Queue) sweep() error {
 		return nil
 	}
 	q.mu.timerSet = false
-	head := q.mu.settled.firstGap(0)
+	head := q.mu.settled.FirstGap(0)
 	q.mu.Unlock()
 
 	var err error
@@ -239,10 +240,10 @@ func (q *Queue) recover() error {
 	set, mark := as.settled, as.mark
 	st := q.log.Stats()
 	end := st.NextOffset
-	set.clipAt(end) // defensive: nothing at or past the log's end is settled
+	set.ClipAt(end) // defensive: nothing at or past the log's end is settled
 	mark = min(mark, end)
-	set.addRange(0, st.FirstOffset) // what was truncated
-	head := set.firstGap(0)
+	set.AddRange(0, st.FirstOffset) // what was truncated
+	head := set.FirstGap(0)
 	cfg := q.config()
 	// Read every message when the queue needs their priorities or sizes;
 	// otherwise only the chunks with a transient or expiring message.
@@ -275,7 +276,7 @@ func (q *Queue) recover() error {
 				continue
 			}
 			if h.ChunkID > prev {
-				q.mu.settled.addRange(prev, h.ChunkID) // tracking chunks between user chunks
+				q.mu.settled.AddRange(prev, h.ChunkID) // tracking chunks between user chunks
 			}
 			lo, hi := max(h.ChunkID, head), h.NextOffset()
 			ids, metas = ids[:0], metas[:0]
@@ -283,11 +284,11 @@ func (q *Queue) recover() error {
 				// Only persistent messages without a TTL of their own:
 				// take them from the header (sizes unknown).
 				for x := lo; x < hi; {
-					x = q.mu.settled.firstGap(x)
+					x = q.mu.settled.FirstGap(x)
 					if x >= hi {
 						break
 					}
-					y := q.mu.settled.nextIn(x, hi)
+					y := q.mu.settled.NextIn(x, hi)
 					ids = append(ids, idRange{x, y})
 					x = y
 				}
@@ -303,22 +304,22 @@ func (q *Queue) recover() error {
 						return fmt.Errorf("queues: chunk %d: bad entry: %w", h.ChunkID, segment.ErrCorrupt)
 					}
 					data = rest
-					if id < lo || q.mu.settled.contains(id) {
+					if id < lo || q.mu.settled.Contains(id) {
 						continue
 					}
 					rec, err := parseRecord(e.Data)
 					if err != nil {
-						q.mu.settled.add(id)
+						q.mu.settled.Add(id)
 						q.logDropped(id, true, err)
 						continue
 					}
 					if !rec.persistent && !q.Quorum() {
-						q.mu.settled.add(id) // transient: gone with the restart (quorum queues keep it)
+						q.mu.settled.Add(id) // transient: gone with the restart (quorum queues keep it)
 						continue
 					}
 					m, err := parseMeta(rec, q.maxPrio)
 					if err != nil {
-						q.mu.settled.add(id)
+						q.mu.settled.Add(id)
 						q.logDropped(id, true, err)
 						continue
 					}
@@ -334,7 +335,7 @@ func (q *Queue) recover() error {
 			prev = hi
 		}
 		if prev < end {
-			q.mu.settled.addRange(prev, end) // trailing tracking chunks
+			q.mu.settled.AddRange(prev, end) // trailing tracking chunks
 		}
 	}
 	q.mu.tail = end
@@ -400,14 +401,4 @@ func (q *Queue) dropOverLimitLocked() {
 	for _, id := range over {
 		q.removeReadyLocked(id, id+1, dead)
 	}
-}
-
-// clipAt removes every offset >= x.
-func (s *rangeSet) clipAt(x uint64) {
-	i := s.find(x) // first range with hi >= x
-	if i < len(s.r) && s.r[i].lo < x {
-		s.r[i].hi = x
-		i++
-	}
-	s.r = s.r[:i]
 }

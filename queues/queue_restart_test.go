@@ -286,7 +286,7 @@ func TestQueueConcurrent(t *testing.T) {
 	mu.Unlock()
 	wantCounts(t, q, 0, 0)
 	q.mu.Lock()
-	unacked, head, tail := len(q.mu.unacked), q.mu.settled.firstGap(0), q.mu.tail
+	unacked, head, tail := len(q.mu.unacked), q.mu.settled.FirstGap(0), q.mu.tail
 	q.mu.Unlock()
 	if unacked != 0 || head != tail {
 		t.Fatalf("unacked %d, head %d, tail %d", unacked, head, tail)

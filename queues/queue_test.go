@@ -201,7 +201,7 @@ func TestQueueNoAck(t *testing.T) {
 	}
 	q.Ack(gs[0].id)
 	q.mu.Lock()
-	unacked, head := len(q.mu.unacked), q.mu.settled.firstGap(0)
+	unacked, head := len(q.mu.unacked), q.mu.settled.FirstGap(0)
 	q.mu.Unlock()
 	if unacked != 0 || head != 50 {
 		t.Fatalf("unacked %d, head %d", unacked, head)

@@ -39,7 +39,7 @@ func TestQueueTTLExpiresWithoutConsumer(t *testing.T) {
 	}
 	// Expired messages are settled: the head moves past them.
 	q.mu.Lock()
-	head := q.mu.settled.firstGap(0)
+	head := q.mu.settled.FirstGap(0)
 	tail := q.mu.tail
 	q.mu.Unlock()
 	if head != tail {

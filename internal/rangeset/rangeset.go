@@ -1,4 +1,17 @@
-package queues
+// Package rangeset is a set of uint64 offsets kept as sorted, disjoint,
+// non-adjacent half-open ranges. A queue's settled (acked, discarded,
+// purged, skipped) offsets form a few long runs, so a backlog of millions
+// of settled messages costs O(ranges) memory, not O(messages); the queues
+// package keeps its settled and claimed offsets in it.
+//
+// Encoding (AppendTo, ReadFrom), all uvarints:
+//
+//	| count | per range: gap from the previous range's end (from 0) | length |
+//
+// Every length is at least 1 and every gap after the first range at least
+// 1, so an encoding has exactly one decoding. The queues package persists
+// it inside a queue's ack state: do not change it.
+package rangeset
 
 import (
 	"encoding/binary"
@@ -7,11 +20,9 @@ import (
 	"sort"
 )
 
-// rangeSet is a set of offsets kept as sorted, disjoint, non-adjacent
-// half-open ranges. A queue's settled (acked, discarded, purged, skipped)
-// offsets form a few long runs, so a backlog of millions of settled
-// messages costs O(ranges) memory, not O(messages).
-type rangeSet struct {
+// Set is a set of offsets. The zero Set is empty and ready to use. It is
+// not safe for concurrent use.
+type Set struct {
 	r []span // sorted by lo; r[i].hi < r[i+1].lo
 }
 
@@ -20,12 +31,12 @@ type span struct{ lo, hi uint64 }
 
 // find returns the index of the first range with hi >= x: the range that
 // holds x or touches it from above, or where x would go.
-func (s *rangeSet) find(x uint64) int {
+func (s *Set) find(x uint64) int {
 	return sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= x })
 }
 
-// contains reports whether x is in the set.
-func (s *rangeSet) contains(x uint64) bool {
+// Contains reports whether x is in the set.
+func (s *Set) Contains(x uint64) bool {
 	if n := len(s.r); n == 0 || x >= s.r[n-1].hi {
 		return false // fast path: beyond everything (the common case)
 	}
@@ -33,8 +44,8 @@ func (s *rangeSet) contains(x uint64) bool {
 	return i < len(s.r) && s.r[i].lo <= x
 }
 
-// endOf returns the end of the range holding x, if any.
-func (s *rangeSet) endOf(x uint64) (uint64, bool) {
+// EndOf returns the end (exclusive) of the range holding x, if any.
+func (s *Set) EndOf(x uint64) (uint64, bool) {
 	if n := len(s.r); n == 0 || x >= s.r[n-1].hi {
 		return 0, false
 	}
@@ -45,11 +56,12 @@ func (s *rangeSet) endOf(x uint64) (uint64, bool) {
 	return 0, false
 }
 
-// add adds x.
-func (s *rangeSet) add(x uint64) { s.addRange(x, x+1) }
+// Add adds x.
+func (s *Set) Add(x uint64) { s.AddRange(x, x+1) }
 
-// addRange adds [lo, hi).
-func (s *rangeSet) addRange(lo, hi uint64) {
+// AddRange adds [lo, hi). Adding at the end of the last range, as
+// in-order acks do, only extends it.
+func (s *Set) AddRange(lo, hi uint64) {
 	if lo >= hi {
 		return
 	}
@@ -79,32 +91,19 @@ func (s *rangeSet) addRange(lo, hi uint64) {
 	s.r = append(s.r[:i+1], s.r[j:]...)
 }
 
-// firstGap returns the smallest offset >= from that is not in the set.
-func (s *rangeSet) firstGap(from uint64) uint64 {
-	if end, ok := s.endOf(from); ok {
+// FirstGap returns the smallest offset >= from that is not in the set.
+func (s *Set) FirstGap(from uint64) uint64 {
+	if end, ok := s.EndOf(from); ok {
 		return end
 	}
 	return from
 }
 
-// countIn returns how many offsets of [lo, hi) are in the set.
-func (s *rangeSet) countIn(lo, hi uint64) uint64 {
-	var n uint64
-	if lo >= hi {
-		return 0
-	}
-	for i := s.find(lo + 1); i < len(s.r) && s.r[i].lo < hi; i++ {
-		n += min(hi, s.r[i].hi) - max(lo, s.r[i].lo)
-	}
-	return n
-}
+// Len is the number of ranges (not offsets).
+func (s *Set) Len() int { return len(s.r) }
 
-// len is the number of ranges.
-func (s *rangeSet) len() int { return len(s.r) }
-
-// appendTo encodes the set: a uvarint count, then per range the uvarint
-// distance from the previous range's end (from 0) and the uvarint length.
-func (s *rangeSet) appendTo(dst []byte) []byte {
+// AppendTo appends the set's encoding (see the package doc) to dst.
+func (s *Set) AppendTo(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s.r)))
 	var prev uint64
 	for _, r := range s.r {
@@ -115,11 +114,12 @@ func (s *rangeSet) appendTo(dst []byte) []byte {
 	return dst
 }
 
-// readFrom decodes what appendTo wrote, returning the rest of b.
-func (s *rangeSet) readFrom(b []byte) ([]byte, error) {
+// ReadFrom replaces the set by the one AppendTo encoded at the start of b
+// and returns the rest of b.
+func (s *Set) ReadFrom(b []byte) ([]byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) { // each range takes at least 2 bytes
-		return b, fmt.Errorf("queues: range set: bad count")
+		return b, fmt.Errorf("rangeset: bad count")
 	}
 	b = b[k:]
 	s.r = make([]span, 0, n)
@@ -127,11 +127,11 @@ func (s *rangeSet) readFrom(b []byte) ([]byte, error) {
 	for i := uint64(0); i < n; i++ {
 		gap, k1 := binary.Uvarint(b)
 		if k1 <= 0 {
-			return b, fmt.Errorf("queues: range set: range %d: bad start", i)
+			return b, fmt.Errorf("rangeset: range %d: bad start", i)
 		}
 		l, k2 := binary.Uvarint(b[k1:])
 		if k2 <= 0 || l == 0 || (i > 0 && gap == 0) {
-			return b, fmt.Errorf("queues: range set: range %d: bad length", i)
+			return b, fmt.Errorf("rangeset: range %d: bad length", i)
 		}
 		b = b[k1+k2:]
 		lo := prev + gap
@@ -141,11 +141,8 @@ func (s *rangeSet) readFrom(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// remove removes x.
-func (s *rangeSet) remove(x uint64) { s.removeRange(x, x+1) }
-
-// removeRange removes [lo, hi).
-func (s *rangeSet) removeRange(lo, hi uint64) {
+// RemoveRange removes [lo, hi).
+func (s *Set) RemoveRange(lo, hi uint64) {
 	if lo >= hi || len(s.r) == 0 || lo >= s.r[len(s.r)-1].hi {
 		return
 	}
@@ -171,8 +168,18 @@ func (s *rangeSet) removeRange(lo, hi uint64) {
 	s.r = slices.Concat(s.r[:i:i], keep, s.r[j:])
 }
 
-// nextIn returns the first offset of [lo, hi) that is in the set, or hi.
-func (s *rangeSet) nextIn(lo, hi uint64) uint64 {
+// ClipAt removes every offset >= x.
+func (s *Set) ClipAt(x uint64) {
+	i := s.find(x) // first range with hi >= x
+	if i < len(s.r) && s.r[i].lo < x {
+		s.r[i].hi = x
+		i++
+	}
+	s.r = s.r[:i]
+}
+
+// NextIn returns the first offset of [lo, hi) that is in the set, or hi.
+func (s *Set) NextIn(lo, hi uint64) uint64 {
 	if n := len(s.r); n == 0 || lo >= s.r[n-1].hi {
 		return hi
 	}
