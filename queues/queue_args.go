@@ -3,9 +3,10 @@ package queues
 import (
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
+
+	"github.com/warren-mq/warren/internal/amqptab"
 )
 
 // Queue declare arguments: validation and redeclare equivalence, with
@@ -21,38 +22,8 @@ var classicEquivalenceArgs = [...]string{
 	"x-queue-master-locator", "x-queue-leader-locator",
 }
 
-// argInt returns an integer argument's value.
-func argInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return int64(x), true
-	case uint8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return math.MaxInt64, true
-		}
-		return int64(x), true
-	case uint64:
-		if x > math.MaxInt64 {
-			return math.MaxInt64, true
-		}
-		return int64(x), true
-	}
-	return 0, false
-}
+// argInt returns an integer argument's value (see amqptab.DecodedInt).
+func argInt(v any) (int64, bool) { return amqptab.DecodedInt(v) }
 
 func argFloat(v any) (float64, bool) {
 	switch x := v.(type) {

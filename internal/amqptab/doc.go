@@ -33,5 +33,6 @@
 // Decoded values have the Go types amqp/wire gives them, except that a
 // nested table is a map[string]any: bool, int8, uint8, int16, uint16,
 // int32, uint32, int64, float32, float64, Decimal, string, []byte, []any,
-// map[string]any, time.Time (UTC, whole seconds) and nil.
+// map[string]any, time.Time (UTC, whole seconds) and nil. DecodedInt
+// reads any of the integer ones as an int64.
 package amqptab
