@@ -43,6 +43,7 @@ type Broker struct {
 	topo     topoState // exchanges and bindings (topology_state.go)
 	queues   *queueRegistry
 	persist  *persister  // writes the ack state of durable queues (queue_persist.go)
+	qenv     *queueEnv   // what the queues see of the broker (queue_env.go)
 	pol      policyState // policies (policy.go)
 
 	mu struct {
@@ -87,6 +88,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.persist = newPersister(cat.db, opts.Logger)
+	b.qenv = &queueEnv{broker: queueHost{b}, persist: b.persist, log: opts.Logger, now: opts.StreamOptions.Now}
 	if err := b.openStreams(); err != nil {
 		b.Close()
 		return nil, err

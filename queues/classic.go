@@ -48,7 +48,7 @@ const (
 // Queue is an open classic queue. Its methods are safe for concurrent use.
 type Queue struct {
 	// Static after open.
-	b     *Broker
+	env   *queueEnv // the broker's side (queue_env.go)
 	def   QueueDef
 	owner any // the owning connection of an exclusive queue; nil otherwise
 	log   *osiris.Stream
@@ -153,8 +153,8 @@ type unackedMsg struct {
 	exp   int64     // expiry instant, kept for a requeue; noExpiry
 }
 
-func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
-	q := &Queue{b: b, def: def, owner: owner, log: s, kick: make(chan struct{}, 1)}
+func newQueue(env *queueEnv, def QueueDef, owner any, s *osiris.Stream) *Queue {
+	q := &Queue{env: env, def: def, owner: owner, log: s, kick: make(chan struct{}, 1)}
 	q.maxPrio = maxPriorityOf(def.Args)
 	q.pub.idle.L = &q.pub.Mutex
 	q.pub.cur = &pubBatch{q: q}
@@ -166,6 +166,26 @@ func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
 	q.timer = time.AfterFunc(time.Hour, q.persistTick)
 	q.timer.Stop()
 	return q
+}
+
+// newEmptyQueue returns a new queue over its new log s. (A new log may
+// start with a tracking chunk: nothing below its end is a message.)
+func newEmptyQueue(env *queueEnv, def QueueDef, owner any, s *osiris.Stream) *Queue {
+	q := newQueue(env, def, owner, s)
+	next := s.Stats().NextOffset
+	q.mu.settled.AddRange(0, next)
+	q.mu.tail = next
+	return q
+}
+
+// recoverQueue returns a reopened durable queue over its log s, its
+// state rebuilt from its ack state and the log (queue_recover.go).
+func recoverQueue(env *queueEnv, def QueueDef, s *osiris.Stream) (*Queue, error) {
+	q := newQueue(env, def, nil, s)
+	if err := q.recover(); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 // start arms the queue's timers and applies its settings to what it
@@ -363,7 +383,7 @@ func (q *Queue) stored(pb *pubBatch, r osiris.Result) {
 		// offsets they have is unknown. Take every offset as a message
 		// (one that is not is dropped when taken; sizes unknown, priority
 		// 0) rather than lose them.
-		q.b.log.Error("queues: cannot place stored messages", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.log.Error("queues: cannot place stored messages", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		ids, metas = []idRange{{prev, r.LastOffset + 1}}, nil
 	}
 	q.mu.Lock()
@@ -468,11 +488,11 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 	q.get.rd.init(q.log)
 	t, ok, err := q.take(&q.get.rd)
 	for errors.Is(err, errPersistWait) {
-		<-q.b.persist.hurry()
+		<-q.env.persist.hurry()
 		t, ok, err = q.take(&q.get.rd)
 	}
 	if err != nil {
-		q.b.log.Error("queues: basic.get", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.log.Error("queues: basic.get", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		return false, Errorf(CodeInternalError, "basic.get from %s: %v", rs("queue", q.def.Name, q.def.VHost), err)
 	}
 	if !ok {
@@ -653,7 +673,7 @@ func (q *Queue) returnReadyLocked(e reqEntry, prio uint8) {
 func (q *Queue) markDirtyLocked() {
 	if q.def.Durable && !q.mu.dirty && !q.mu.persistDone {
 		q.mu.dirty = true
-		q.b.persist.add(q)
+		q.env.persist.add(q)
 	}
 	q.scheduleLocked()
 }
@@ -730,7 +750,7 @@ func (q *Queue) finishShutdown(deleted bool) error {
 	q.persistMu.Lock()
 	defer q.persistMu.Unlock()
 	q.timer.Stop()
-	errs := []error{q.b.persist.final(q, deleted)}
+	errs := []error{q.env.persist.final(q, deleted)}
 	if deleted || !q.def.Durable {
 		errs = append(errs, q.log.Delete())
 	} else {

@@ -203,7 +203,7 @@ func (q *Queue) Cancel(c *Consumer) {
 	q.mu.Unlock()
 	q.Kick() // a dispatcher without consumers exits
 	if autoDelete {
-		q.b.autoDeleteQueue(q)
+		q.env.broker.Unused(q)
 	}
 }
 
@@ -298,7 +298,7 @@ func (q *Queue) dispatch(done chan struct{}) {
 				continue
 			}
 			if err != nil {
-				q.b.log.Error("queues: dispatch", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+				q.env.log.Error("queues: dispatch", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 				<-q.kick // retry on the next event rather than spin
 			}
 			continue

@@ -136,7 +136,7 @@ func (q *Queue) logDropped(id uint64, found bool, err error) {
 	if !found {
 		err = fmt.Errorf("requeued message missing from the log")
 	}
-	q.b.log.Error("queues: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+	q.env.log.Error("queues: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
 }
 
 // chunkReader reads records by offset through an osiris Reader, keeping

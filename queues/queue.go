@@ -367,13 +367,7 @@ func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queu
 			return nil, err
 		}
 	}
-	q := newQueue(b, def, owner, s)
-	// A new log may start with a tracking chunk: nothing below its end is
-	// a message.
-	next := s.Stats().NextOffset
-	q.mu.settled.AddRange(0, next)
-	q.mu.tail = next
-	return q, nil
+	return newEmptyQueue(b.qenv, def, owner, s), nil
 }
 
 // Queue returns an open queue, or a 404 *Error.
@@ -438,26 +432,6 @@ func (b *Broker) unregisterQueueLocked(reg *queueRegistry, q *Queue) error {
 	}
 	b.topoQueueRemoved(q.def.VHost, q.def.Name)
 	return err
-}
-
-// autoDeleteQueue deletes an auto-delete queue whose last consumer went,
-// unless it got a new one meanwhile.
-func (b *Broker) autoDeleteQueue(q *Queue) {
-	reg := b.queueReg()
-	reg.opMu.Lock()
-	if reg.get(q.def.VHost, q.def.Name) != q {
-		reg.opMu.Unlock()
-		return
-	}
-	if _, err := q.beginShutdown(true /* ifUnused */, false); err != nil {
-		reg.opMu.Unlock()
-		return
-	}
-	err := b.unregisterQueueLocked(reg, q)
-	reg.opMu.Unlock()
-	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
-		b.log.Error("queues: auto-delete", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
-	}
 }
 
 // OwnerClosed deletes the exclusive queues of a closed connection.
@@ -545,8 +519,8 @@ func (b *Broker) openQueues() error {
 		if err != nil {
 			return fmt.Errorf("queues: open %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
-		q := newQueue(b, def, nil, s)
-		if err := q.recover(); err != nil {
+		q, err := recoverQueue(b.qenv, def, s)
+		if err != nil {
 			s.Close()
 			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)
 		}

@@ -49,12 +49,11 @@ func (c *queueConfig) limited() bool { return c.maxLen >= 0 || c.maxBytes >= 0 }
 func (q *Queue) config() *queueConfig { return q.cfg.Load() }
 
 // resolveConfig resolves the queue's settings from its arguments and the
-// policy that applies to it now. It is the one place the policy lookup
-// plugs in.
+// policy that applies to it now (queueBroker.Args). It is the one place
+// the policy lookup plugs in.
 func (q *Queue) resolveConfig() *queueConfig {
 	kind := q.kind()
-	pol, _ := q.b.EffectivePolicy(q.def.VHost, q.def.Name, kind)
-	get := func(key string) (any, bool) { return EffectiveQueueArg(kind, key, q.def.Args, pol) }
+	get := q.env.broker.Args(kind, &q.def)
 	intOr := func(key string, dflt int64) int64 {
 		if v, ok := get(key); ok {
 			if n, ok := argInt(v); ok {
@@ -138,17 +137,4 @@ func (q *Queue) applyConfig() {
 		q.touchLocked() // rabbit_amqqueue_process:init_exp restarts the timer
 	}
 	q.dropHeadLocked()
-}
-
-// watchQueuePolicies makes policy changes apply to the vhost's classic
-// queues. Called once per broker, before the first queue opens.
-func (b *Broker) watchQueuePolicies() {
-	reg := b.queueReg()
-	reg.watchOnce.Do(func() {
-		b.WatchPolicies(func(vhost string) {
-			for _, q := range b.Queues(vhost) {
-				q.applyConfig()
-			}
-		})
-	})
 }

@@ -289,12 +289,28 @@ func (p *persister) final(q *Queue, deleted bool) error {
 	case !q.def.Durable:
 		return nil
 	case deleted:
-		return q.b.cat.delete(ackKey(q.def.ID))
+		if err := p.db.Delete(ackKey(q.def.ID), pebble.Sync); err != nil {
+			return fmt.Errorf("queues: delete ack state of %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
+		}
+		return nil
 	}
 	if err := p.db.Set(ackKey(q.def.ID), val, pebble.Sync); err != nil {
 		return fmt.Errorf("queues: persist ack state of %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
 	}
 	return nil
+}
+
+// load reads queue id's ack state, the zero state when it has none.
+func (p *persister) load(id uint64) (ackState, error) {
+	val, closer, err := p.db.Get(ackKey(id))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return ackState{}, nil
+	case err != nil:
+		return ackState{}, err
+	}
+	defer closer.Close()
+	return decodeAckState(val)
 }
 
 // encodeStateLocked appends the queue's persisted state to dst and
@@ -325,7 +341,7 @@ func (q *Queue) encodeStateLocked(dst []byte, final bool) (out []byte, mark, cov
 	if mark > q.mu.deliveredMark && len(q.mu.consumers) == 0 && !final {
 		// Write again once unused, to bring the reservation back.
 		q.mu.dirty = true
-		q.b.persist.add(q)
+		q.env.persist.add(q)
 	}
 	out = q.appendAckStateLocked(dst, mark, ahead)
 	return out, mark, cover
@@ -370,7 +386,7 @@ func (q *Queue) mayDeliverLocked(id uint64, req bool, seq uint64) bool {
 	}
 	q.mu.markWanted = true
 	q.markDirtyLocked()
-	q.b.persist.hurry()
+	q.env.persist.hurry()
 	return false
 }
 
@@ -381,7 +397,7 @@ func (q *Queue) renewLocked() {
 	if !q.mu.renewAsked && q.mu.deliveredMark+q.mu.stride/2 >= q.mu.markSafe {
 		q.mu.renewAsked = true
 		q.markDirtyLocked()
-		q.b.persist.hurry()
+		q.env.persist.hurry()
 	}
 }
 

@@ -151,7 +151,7 @@ func TestPrioritySegmentRolls(t *testing.T) {
 		}
 	}
 	for _, q := range []*Queue{durable, live} {
-		if segs := segmentCount(t, q.testDir()); segs < 5 {
+		if segs := segmentCount(t, b.testDir(q)); segs < 5 {
 			t.Fatalf("%s: %d segments: no rolls", q.def.Name, segs)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/warren-mq/warren/internal/rangeset"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
@@ -174,7 +173,7 @@ func readCounts(b []byte) (map[uint64]uint32, []byte, error) {
 // persistTick runs on the sweep timer.
 func (q *Queue) persistTick() {
 	if err := q.sweep(); err != nil {
-		q.b.log.Error("queues: sweep", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.log.Error("queues: sweep", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 	}
 }
 
@@ -224,18 +223,9 @@ func (q *Queue) sweep() error {
 // state and its log. No other goroutine uses the queue yet; its timers
 // start, and expired messages go, in start, once every queue is open.
 func (q *Queue) recover() error {
-	var as ackState
-	val, closer, err := q.b.cat.db.Get(ackKey(q.def.ID))
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
+	as, err := q.env.persist.load(q.def.ID)
+	if err != nil {
 		return err
-	default:
-		as, err = decodeAckState(val)
-		closer.Close()
-		if err != nil {
-			return err
-		}
 	}
 	set, mark := as.settled, as.mark
 	st := q.log.Stats()

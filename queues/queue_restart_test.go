@@ -149,7 +149,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		bodies = append(bodies, fmt.Sprintf("%d-%s", i, body))
 	}
 	publishQ(t, q, true, bodies...)
-	before := segmentCount(t, q.testDir())
+	before := segmentCount(t, b.testDir(q))
 	if before < 10 {
 		t.Fatalf("only %d segments", before)
 	}
@@ -165,7 +165,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 	if err := q.sweep(); err != nil {
 		t.Fatal(err)
 	}
-	mid := segmentCount(t, q.testDir())
+	mid := segmentCount(t, b.testDir(q))
 	if mid >= before || mid < 2 {
 		t.Fatalf("%d segments after acking 2/3, %d before", mid, before)
 	}
@@ -182,7 +182,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 	if err := q.sweep(); err != nil {
 		t.Fatal(err)
 	}
-	if n := segmentCount(t, q.testDir()); n != 1 {
+	if n := segmentCount(t, b.testDir(q)); n != 1 {
 		t.Fatalf("%d segments with everything acked, want the active one", n)
 	}
 	b.Close()

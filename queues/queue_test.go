@@ -316,7 +316,7 @@ func TestDeleteQueue(t *testing.T) {
 	wantQErr(t, err, CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' in use")
 	_, err = b.DeleteQueue("/", "q", nil, false, true)
 	wantQErr(t, err, CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty")
-	dir := q.testDir()
+	dir := b.testDir(q)
 	n, err := b.DeleteQueue("/", "q", nil, false, false)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteQueue = %d, %v; want 2 ready", n, err)

@@ -1,0 +1,54 @@
+package queues
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/warren-mq/warren/internal/amqptab"
+)
+
+// What a queue needs of the broker that opened it. A queue reaches the
+// broker only through its env: the registry's decisions (deleting an
+// unused or expired queue, finding a dead-letter target), the policies
+// that make its settings, and the routing of its dead letters. The rest
+// of the broker is none of its business.
+
+// queueBroker is the broker as its queues see it. Its methods are called
+// without any queue lock held; they may take the broker's locks and the
+// locks of other queues.
+type queueBroker interface {
+	// Args returns the lookup of a queue's effective settings: for a
+	// policy key ("message-ttl"), the value its declare argument and the
+	// policy that applies to it now give, by the broker's precedence
+	// rules, or false when neither sets it. kind is QueueClassic or
+	// QueueQuorum.
+	Args(kind string, def *QueueDef) func(key string) (any, bool)
+	// RouteDeadLetter appends to dst the names of the queues dl reaches
+	// through exchange in vhost. A missing exchange is an error (the
+	// message is dropped).
+	RouteDeadLetter(vhost, exchange string, dl *deadLetterRoute, dst []string) ([]string, error)
+	// Queue returns an open queue: a dead-letter target.
+	Queue(vhost, name string) (*Queue, error)
+	// Unused is called when the last consumer of an auto-delete queue
+	// went: the broker deletes the queue unless it got a new one.
+	Unused(q *Queue)
+	// Expired is called when a queue's x-expires timer fires: the
+	// broker deletes the queue if it is still unused (beginExpiry).
+	Expired(q *Queue)
+}
+
+// deadLetterRoute is what routing reads of a dead-lettered message.
+type deadLetterRoute struct {
+	keys      []string       // routing keys at the dead-letter exchange
+	headers   map[string]any // the message's headers
+	props     []byte         // its content-header properties
+	propsView amqptab.Props  // props, scanned
+}
+
+// queueEnv is what the queues of one broker share. Static.
+type queueEnv struct {
+	broker  queueBroker
+	persist *persister // writes the ack state of durable queues
+	log     *slog.Logger
+	now     func() time.Time // the clock; nil: time.Now
+}

@@ -1,0 +1,107 @@
+package queues
+
+import (
+	"errors"
+
+	"github.com/warren-mq/warren/internal/amqptab"
+)
+
+// The broker's side of what its queues need of it (queueBroker).
+
+// queueHost is the broker as its queues see it.
+type queueHost struct{ b *Broker }
+
+// Args resolves a queue's settings from its declare arguments and the
+// policy that applies to it now (policy.go, policy_args.go).
+func (h queueHost) Args(kind string, def *QueueDef) func(key string) (any, bool) {
+	pol, _ := h.b.EffectivePolicy(def.VHost, def.Name, kind)
+	return func(key string) (any, bool) { return EffectiveQueueArg(kind, key, def.Args, pol) }
+}
+
+// RouteDeadLetter routes a dead-lettered message through exchange, as
+// RouteMessage does but also through an internal exchange (RabbitMQ
+// routes dead letters with rabbit_exchange:route/3, which does not check
+// internal). A missing exchange is 404.
+func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *deadLetterRoute, dst []string) ([]string, error) {
+	vt, err := h.b.topoVHost(vhost)
+	if err != nil {
+		return dst, err
+	}
+	vt.mu.RLock()
+	defer vt.mu.RUnlock()
+	x := vt.exchanges[exchange]
+	if x == nil {
+		return dst, errNoExchange(vhost, exchange)
+	}
+	if exchange == "" {
+		return vt.routeDefaultLocked(dl.keys, dst), nil
+	}
+	props := routingPropsOf(dl.props, &dl.propsView)
+	return vt.routeLocked(x, dl.keys, dl.headers, &props, dst), nil
+}
+
+// routingPropsOf returns the properties routing reads.
+func routingPropsOf(raw []byte, pv *amqptab.Props) RoutingProps {
+	var rp RoutingProps
+	rp.MessageID = pv.Value(raw, amqptab.FlagMessageID)
+	rp.CorrelationID = pv.Value(raw, amqptab.FlagCorrelationID)
+	if ts := pv.Value(raw, amqptab.FlagTimestamp); ts != nil {
+		v, _ := amqptab.Int('l', ts)
+		rp.Timestamp, rp.HasTimestamp = uint64(v), true
+	}
+	return rp
+}
+
+// Queue returns an open queue, or a 404 *Error.
+func (h queueHost) Queue(vhost, name string) (*Queue, error) { return h.b.Queue(vhost, name) }
+
+// Unused deletes an auto-delete queue whose last consumer went, unless
+// it got a new one meanwhile.
+func (h queueHost) Unused(q *Queue) {
+	b := h.b
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	if reg.get(q.def.VHost, q.def.Name) != q {
+		reg.opMu.Unlock()
+		return
+	}
+	if _, err := q.beginShutdown(true /* ifUnused */, false); err != nil {
+		reg.opMu.Unlock()
+		return
+	}
+	err := b.unregisterQueueLocked(reg, q)
+	reg.opMu.Unlock()
+	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
+		b.log.Error("queues: auto-delete", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	}
+}
+
+// Expired deletes a queue whose x-expires period passed unused, unless
+// it was used meanwhile. Its messages are not dead-lettered.
+func (h queueHost) Expired(q *Queue) {
+	b := h.b
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	if reg.get(q.def.VHost, q.def.Name) != q || !q.beginExpiry() {
+		reg.opMu.Unlock()
+		return
+	}
+	err := b.unregisterQueueLocked(reg, q)
+	reg.opMu.Unlock()
+	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
+		b.log.Error("queues: x-expires", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	}
+}
+
+// watchQueuePolicies makes policy changes apply to the vhost's classic
+// queues. Called once per broker, before the first queue opens.
+func (b *Broker) watchQueuePolicies() {
+	reg := b.queueReg()
+	reg.watchOnce.Do(func() {
+		b.WatchPolicies(func(vhost string) {
+			for _, q := range b.Queues(vhost) {
+				q.applyConfig()
+			}
+		})
+	})
+}
