@@ -154,7 +154,7 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		}
 		return err
 	}
-	prio, err := q.ConsumerPriority(m.Arguments)
+	prio, err := queues.ConsumerPriority(q, m.Arguments)
 	if err != nil {
 		return err
 	}

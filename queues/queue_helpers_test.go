@@ -247,7 +247,7 @@ func segmentCount(t *testing.T, dir string) int {
 }
 
 // testDir returns the directory of q's log.
-func (b *Broker) testDir(q *Queue) string { return b.queueDir(q.def.Durable, q.def.ID) }
+func (b *Broker) testDir(q *Queue) string { return b.queueDir(q.Def().Durable, q.Def().ID) }
 
 func queueDirs(t *testing.T, b *Broker, sub string) []string {
 	t.Helper()

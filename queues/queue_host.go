@@ -4,12 +4,15 @@ import (
 	"errors"
 
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/queues/classic"
 )
 
-// The broker's side of what its queues need of it (queueBroker).
+// The broker's side of what its queues need of it (classic.Broker).
 
 // queueHost is the broker as its queues see it.
 type queueHost struct{ b *Broker }
+
+var _ classic.Broker = queueHost{}
 
 // Args resolves a queue's settings from its declare arguments and the
 // policy that applies to it now (policy.go, policy_args.go).
@@ -22,7 +25,7 @@ func (h queueHost) Args(kind string, def *QueueDef) func(key string) (any, bool)
 // RouteMessage does but also through an internal exchange (RabbitMQ
 // routes dead letters with rabbit_exchange:route/3, which does not check
 // internal). A missing exchange is 404.
-func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *deadLetterRoute, dst []string) ([]string, error) {
+func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *classic.DeadLetter, dst []string) ([]string, error) {
 	vt, err := h.b.topoVHost(vhost)
 	if err != nil {
 		return dst, err
@@ -34,10 +37,10 @@ func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *deadLetterRoute, 
 		return dst, errNoExchange(vhost, exchange)
 	}
 	if exchange == "" {
-		return vt.routeDefaultLocked(dl.keys, dst), nil
+		return vt.routeDefaultLocked(dl.Keys, dst), nil
 	}
-	props := routingPropsOf(dl.props, &dl.propsView)
-	return vt.routeLocked(x, dl.keys, dl.headers, &props, dst), nil
+	props := routingPropsOf(dl.Props, &dl.PropsView)
+	return vt.routeLocked(x, dl.Keys, dl.Headers, &props, dst), nil
 }
 
 // routingPropsOf returns the properties routing reads.
@@ -58,38 +61,38 @@ func (h queueHost) Queue(vhost, name string) (*Queue, error) { return h.b.Queue(
 // Unused deletes an auto-delete queue whose last consumer went, unless
 // it got a new one meanwhile.
 func (h queueHost) Unused(q *Queue) {
-	b := h.b
+	b, def := h.b, q.Def()
 	reg := b.queueReg()
 	reg.opMu.Lock()
-	if reg.get(q.def.VHost, q.def.Name) != q {
+	if reg.get(def.VHost, def.Name) != q {
 		reg.opMu.Unlock()
 		return
 	}
-	if _, err := q.beginShutdown(true /* ifUnused */, false); err != nil {
+	if _, err := q.BeginShutdown(true /* ifUnused */, false); err != nil {
 		reg.opMu.Unlock()
 		return
 	}
 	err := b.unregisterQueueLocked(reg, q)
 	reg.opMu.Unlock()
-	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
-		b.log.Error("queues: auto-delete", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
+		b.log.Error("queues: auto-delete", "vhost", def.VHost, "queue", def.Name, "err", err)
 	}
 }
 
 // Expired deletes a queue whose x-expires period passed unused, unless
 // it was used meanwhile. Its messages are not dead-lettered.
 func (h queueHost) Expired(q *Queue) {
-	b := h.b
+	b, def := h.b, q.Def()
 	reg := b.queueReg()
 	reg.opMu.Lock()
-	if reg.get(q.def.VHost, q.def.Name) != q || !q.beginExpiry() {
+	if reg.get(def.VHost, def.Name) != q || !q.BeginExpiry() {
 		reg.opMu.Unlock()
 		return
 	}
 	err := b.unregisterQueueLocked(reg, q)
 	reg.opMu.Unlock()
-	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
-		b.log.Error("queues: x-expires", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
+		b.log.Error("queues: x-expires", "vhost", def.VHost, "queue", def.Name, "err", err)
 	}
 }
 
@@ -100,7 +103,7 @@ func (b *Broker) watchQueuePolicies() {
 	reg.watchOnce.Do(func() {
 		b.WatchPolicies(func(vhost string) {
 			for _, q := range b.Queues(vhost) {
-				q.applyConfig()
+				q.ApplyConfig()
 			}
 		})
 	})

@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"fmt"
@@ -85,9 +85,9 @@ type death struct {
 // deadLetter is a message ready to be republished to a dead-letter
 // exchange.
 type deadLetter struct {
-	rec        []byte          // the new record, a segment simple entry
-	route      deadLetterRoute // what routing reads of it
-	deaths     []death         // the new history, newest first
+	rec        []byte     // the new record, a segment simple entry
+	route      DeadLetter // what routing reads of it
+	deaths     []death    // the new history, newest first
 	persistent bool
 }
 
@@ -203,9 +203,9 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 	props := amqptab.AppendProps(nil, rec.props, &pv, amqptab.FlagExpiration, table)
 
 	dl := &deadLetter{deaths: deaths, persistent: rec.persistent}
-	dl.route.keys = msgKeys
+	dl.route.Keys = msgKeys
 	if hasDLRK {
-		dl.route.keys = []string{dlrk}
+		dl.route.Keys = []string{dlrk}
 	}
 	var flags byte = recDeadLettered
 	if rec.persistent {
@@ -214,14 +214,14 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 	if hasDLRK || rec.keysOnly {
 		flags |= recKeysOnly
 	}
-	dl.rec = encodeRecord(nil, flags, dlx, dl.route.keys[0], props, rec.body)
-	if dl.route.headers, err = amqptab.ReadTable(table); err != nil {
+	dl.rec = encodeRecord(nil, flags, dlx, dl.route.Keys[0], props, rec.body)
+	if dl.route.Headers, err = amqptab.ReadTable(table); err != nil {
 		return nil, err
 	}
-	if dl.route.propsView, err = amqptab.ScanProps(props); err != nil {
+	if dl.route.PropsView, err = amqptab.ScanProps(props); err != nil {
 		return nil, err
 	}
-	dl.route.props = props
+	dl.route.Props = props
 	return dl, nil
 }
 

@@ -1,10 +1,12 @@
-package queues
+package classic
 
 import (
 	"context"
 	"errors"
 	"runtime/pprof"
 	"sync"
+
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Dead-lettering (x-dead-letter-exchange, x-dead-letter-routing-key),
@@ -16,7 +18,7 @@ import (
 // exchange it is just settled. With one, it is claimed (q.mu.claimed: no
 // longer ready, not yet settled) and handed to the queue's dead-letter
 // worker, a goroutine that runs while there is work: it reads the message
-// back from the log, makes the new record (queue_death.go), routes it
+// back from the log, makes the new record (death.go), routes it
 // through the dead-letter exchange (a missing exchange drops the message,
 // as RabbitMQ does), leaves out the target queues that would close a
 // cycle without a rejection (a cycle drops the message, as RabbitMQ),
@@ -148,7 +150,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 					if err == nil {
 						err = errors.New("message missing from the log")
 					}
-					q.env.log.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+					q.env.Logger.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
 					continue
 				}
 				rec, err := parseRecord(raw)
@@ -173,29 +175,29 @@ func (q *Queue) deadLetterOne(wg *sync.WaitGroup, cfg *queueConfig, rec record, 
 	}
 	dl, err := buildDeadLetter(rec, q.def.Name, reason, cfg.dlx, cfg.dlrk, cfg.hasDLRK, q.nowMs())
 	if err != nil {
-		q.env.log.Error("queues: dead-letter: cannot rewrite message", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.Logger.Error("queues: dead-letter: cannot rewrite message", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		return dst
 	}
-	names, err := q.env.broker.RouteDeadLetter(q.def.VHost, cfg.dlx, &dl.route, dst[:0])
+	names, err := q.env.Broker.RouteDeadLetter(q.def.VHost, cfg.dlx, &dl.route, dst[:0])
 	if err != nil {
 		return names // no such exchange: dropped (rabbit_amqqueue_process:with_dlx)
 	}
 	for _, name := range names {
 		if reason != reasonRejected && isDeathCycle(name, dl.deaths) {
 			if !q.cycleLogged.Swap(true) {
-				q.env.log.Warn("queues: message dropped: dead-letter cycle without reason 'rejected' (logged once per queue)",
+				q.env.Logger.Warn("queues: message dropped: dead-letter cycle without reason 'rejected' (logged once per queue)",
 					"vhost", q.def.VHost, "queue", q.def.Name, "target", name)
 			}
 			continue
 		}
-		tq, err := q.env.broker.Queue(q.def.VHost, name)
+		tq, err := q.env.Broker.Queue(q.def.VHost, name)
 		if err != nil {
 			continue
 		}
 		wg.Add(1)
 		tq.Publish(dl.rec, dl.persistent, func(err error) {
-			if err != nil && !errors.Is(err, ErrRejectPublish) && !errors.Is(err, ErrNotFound) {
-				q.env.log.Error("queues: dead-letter: publish", "vhost", q.def.VHost, "queue", q.def.Name, "target", name, "err", err)
+			if err != nil && !errors.Is(err, ErrRejectPublish) && !errors.Is(err, qerr.ErrNotFound) {
+				q.env.Logger.Error("queues: dead-letter: publish", "vhost", q.def.VHost, "queue", q.def.Name, "target", name, "err", err)
 			}
 			wg.Done()
 		})

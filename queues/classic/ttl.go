@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"container/heap"
@@ -13,7 +13,7 @@ import (
 // instant is fixed when it is enqueued and kept when it is requeued. The
 // enqueue instant is when the queue hands the message's batch to its log
 // (at most one group commit after the publish arrived); after a restart
-// it is the chunk's timestamp (queue_recover.go).
+// it is the chunk's timestamp (recover.go).
 // RabbitMQ expires classic queue messages only at the head of the queue
 // (rabbit_amqqueue_process:drop_expired_msgs), so an expired message
 // behind a live one is counted and waits. Warren keeps the expiries of
@@ -61,7 +61,7 @@ func (h *expiryHeap) Pop() any {
 
 // nowMs is the broker clock in Unix milliseconds.
 func (q *Queue) nowMs() int64 {
-	if now := q.env.now; now != nil {
+	if now := q.env.Now; now != nil {
 		return now().UnixMilli()
 	}
 	return time.Now().UnixMilli()
@@ -242,7 +242,7 @@ func (q *Queue) expiresTick() {
 		return
 	}
 	q.mu.Unlock()
-	q.env.broker.Expired(q)
+	q.env.Broker.Expired(q)
 }
 
 // expiredUnusedLocked reports whether the queue has been unused for its
@@ -253,9 +253,9 @@ func (q *Queue) expiredUnusedLocked() bool {
 	return exp > 0 && len(q.mu.consumers) == 0 && q.nowMs() >= q.mu.lastUsed+exp
 }
 
-// beginExpiry marks the queue closed, as beginShutdown does, if its
+// BeginExpiry marks the queue closed, as BeginShutdown does, if its
 // x-expires period passed unused; it reports whether it did.
-func (q *Queue) beginExpiry() bool {
+func (q *Queue) BeginExpiry() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mu.closed || !q.expiredUnusedLocked() {
