@@ -61,38 +61,31 @@ func (h queueHost) Queue(vhost, name string) (*Queue, error) { return h.b.Queue(
 // Unused deletes an auto-delete queue whose last consumer went, unless
 // it got a new one meanwhile.
 func (h queueHost) Unused(q *Queue) {
-	b, def := h.b, q.Def()
-	reg := b.queueReg()
-	reg.opMu.Lock()
-	if reg.get(def.VHost, def.Name) != q {
-		reg.opMu.Unlock()
-		return
-	}
-	if _, err := q.BeginShutdown(true /* ifUnused */, false); err != nil {
-		reg.opMu.Unlock()
-		return
-	}
-	err := b.unregisterQueueLocked(reg, q)
-	reg.opMu.Unlock()
-	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
-		b.log.Error("queues: auto-delete", "vhost", def.VHost, "queue", def.Name, "err", err)
-	}
+	h.b.deleteQueueIf(q, "queues: auto-delete", func() bool {
+		_, err := q.BeginShutdown(true /* ifUnused */, false)
+		return err == nil
+	})
 }
 
 // Expired deletes a queue whose x-expires period passed unused, unless
 // it was used meanwhile. Its messages are not dead-lettered.
-func (h queueHost) Expired(q *Queue) {
-	b, def := h.b, q.Def()
+func (h queueHost) Expired(q *Queue) { h.b.deleteQueueIf(q, "queues: x-expires", q.BeginExpiry) }
+
+// deleteQueueIf deletes q, if it is still registered and begin (the
+// first half of its shutdown, under the registry's opMu) succeeds. A
+// failure is logged as what.
+func (b *Broker) deleteQueueIf(q *Queue, what string, begin func() bool) {
+	def := q.Def()
 	reg := b.queueReg()
 	reg.opMu.Lock()
-	if reg.get(def.VHost, def.Name) != q || !q.BeginExpiry() {
+	if reg.get(def.VHost, def.Name) != q || !begin() {
 		reg.opMu.Unlock()
 		return
 	}
 	err := b.unregisterQueueLocked(reg, q)
 	reg.opMu.Unlock()
 	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
-		b.log.Error("queues: x-expires", "vhost", def.VHost, "queue", def.Name, "err", err)
+		b.log.Error(what, "vhost", def.VHost, "queue", def.Name, "err", err)
 	}
 }
 
