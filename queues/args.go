@@ -2,17 +2,17 @@ package queues
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // ErrInvalidArgument is a declare argument RabbitMQ would refuse
-// (PRECONDITION_FAILED).
-var ErrInvalidArgument = errors.New("queues: invalid argument")
+// (PRECONDITION_FAILED; qerr.ErrInvalidArgument).
+var ErrInvalidArgument = qerr.ErrInvalidArgument
 
 // StreamConfig maps RabbitMQ stream arguments, as the stream protocol's
 // Create sends them, to an osiris.Config.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Errors of access control.
@@ -18,8 +20,9 @@ var (
 	ErrAuthFailed = errors.New("queues: authentication failed")
 	// ErrLoopbackOnly is a user restricted to loopback connecting from afar.
 	ErrLoopbackOnly = errors.New("queues: user may only connect from loopback")
-	// ErrAccessRefused is a missing permission or virtual host access.
-	ErrAccessRefused = errors.New("queues: access refused")
+	// ErrAccessRefused is a missing permission or virtual host access
+	// (qerr.ErrAccessRefused).
+	ErrAccessRefused = qerr.ErrAccessRefused
 )
 
 // User is a broker user.

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/classic"
 )
 
 // Default identity created in a new data directory, as RabbitMQ does.
@@ -42,8 +43,9 @@ type Broker struct {
 	loopback map[string]bool
 	topo     topoState // exchanges and bindings (topology_state.go)
 	queues   *queueRegistry
-	persist  *persister  // writes the ack state of durable queues (queue_persist.go)
-	pol      policyState // policies (policy.go)
+	persist  *classic.Persister // writes the ack state of durable queues
+	qenv     *classic.Env       // what the queues see of the broker (queue_host.go)
+	pol      policyState        // policies (policy.go)
 
 	mu struct {
 		sync.Mutex
@@ -86,7 +88,8 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		cat.close()
 		return nil, err
 	}
-	b.persist = newPersister(cat.db, opts.Logger)
+	b.persist = classic.NewPersister(cat.db, opts.Logger)
+	b.qenv = &classic.Env{Broker: queueHost{b}, Persister: b.persist, Logger: opts.Logger, Now: opts.StreamOptions.Now}
 	if err := b.openStreams(); err != nil {
 		b.Close()
 		return nil, err
@@ -160,7 +163,7 @@ func (b *Broker) Close() error {
 	b.mu.streams = map[streamName]*osiris.Stream{}
 	b.mu.Unlock()
 	errs := []error{b.closeQueues()}
-	b.persist.close() // after the queues' final writes
+	b.persist.Close() // after the queues' final writes
 	for _, s := range streams {
 		errs = append(errs, s.Close())
 	}
@@ -348,7 +351,7 @@ func (b *Broker) CreateStream(vhost, name string, args map[string]string) error 
 func (b *Broker) existingStreamLocked(vhost, name string, args map[string]string, exists error) error {
 	res := rs("queue", name, vhost)
 	if q := b.queueReg().get(vhost, name); q != nil {
-		return Errorf(CodePreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received '%s' but current is '%s'", res, QueueStream, q.def.Type)
+		return Errorf(CodePreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received '%s' but current is '%s'", res, QueueStream, q.Def().Type)
 	}
 	var sd StreamDef
 	if err := b.cat.get(streamKey(vhost, name), &sd); err != nil {

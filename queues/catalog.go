@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Errors of the catalog.
 var (
-	// ErrNotFound is a missing entity.
-	ErrNotFound = errors.New("queues: not found")
+	// ErrNotFound is a missing entity (qerr.ErrNotFound).
+	ErrNotFound = qerr.ErrNotFound
 	// ErrExists is an entity that already exists.
 	ErrExists = errors.New("queues: already exists")
 )

@@ -2,9 +2,18 @@
 // virtual hosts, users and their permissions, streams (queue destinations
 // for AMQP too: stream_queue.go),
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
-// headers.go, route_hash*.go), and classic queues as views over private
-// logs (queue.go, classic*.go; their settled and claimed offsets are range
-// sets, package internal/rangeset), all catalogued in pebble.
+// headers.go, route_hash*.go), and the registry of classic and quorum
+// queues (queue.go: declare, lookup, delete, recovery; queue_args.go and
+// queue_quorum.go: the declare rules; queue_host.go: what the queues ask
+// of the broker), all catalogued in pebble.
+//
+// Sub-packages, which do not import queues:
+//
+//	classic  a classic or quorum queue: the view over its private log, its
+//	         ack state and the persister that writes it; queue_view.go
+//	         names its types for the front ends (Queue, Delivery, Sink, ...)
+//	qerr     the errors that carry an AMQP reply code; errors.go names
+//	         them here (Error, Errorf, CodeNotFound, ...)
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):
@@ -17,15 +26,15 @@
 //	e/<vhost> 0x00 <exchange>  a durable exchange
 //	b/<vhost> 0x00 <identity>  a binding whose source and destination are durable
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
-//	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go, queue_persist.go)
+//	qa/<id u64 big-endian>     a queue's ack state (package classic)
 //	n/stream-id                the last directory id handed out (streams and queues)
 //	pol/<vhost> 0x00 <name>    Policy (policy.go; definition values as JSON)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state
 // (settled ranges, the delivered mark, quorum delivery counts) is written
-// by one persister for all queues, in one synced batch at most every
-// 100 ms, and exactly on close (queue_persist.go): after a crash, only
+// by one persister for all queues (classic.Persister), in one synced
+// batch at most every 100 ms, and exactly on close: after a crash, only
 // messages acked in the last ~100 ms are redelivered, every message that
 // may have been delivered comes back redelivered, and nothing is lost.
 package queues

@@ -3,7 +3,6 @@ package queues
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,57 +13,30 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/classic"
 	"github.com/warren-mq/warren/segment"
 )
 
-// Classic queues as views over a private log (AMQP 0-9-1 queues).
-//
-// The types below are the contract between the queue code, the topology
-// code and the AMQP front end. The queue itself is in classic*.go (the
-// ready set by priority in classic_ready.go, TTL and x-expires in
-// classic_ttl.go, length limits in classic_limits.go, dead-lettering in
-// classic_dlx.go), the log record format in queue_record.go, the x-death
-// rewriting in queue_death.go, declare arguments in queue_args.go, the
-// effective settings (arguments and policy) in queue_config.go, the
-// persisted state and recovery in queue_recover.go, the persisting of
-// that state in queue_persist.go. Quorum queues are the same
-// machinery with quorum declare rules and delivery limits
-// (queue_quorum.go).
+// The broker's registry of classic and quorum queues (AMQP 0-9-1
+// queues): declare (with the declare rules of queue_args.go and
+// queue_quorum.go), lookup, delete, exclusive and auto-delete queues,
+// x-expires deletions (queue_host.go), recovery at Open. The queue
+// itself, a view over its private log, is package classic; the broker
+// is what it sees through classic.Broker (queue_host.go), and the front
+// ends use its types by their names here (queue_view.go).
 //
 // Catalog keys of queues (see doc.go for the others):
 //
 //	q/<vhost> 0x00 <queue>    queueRecord (JSON; Args gob-encoded, see table.go)
-//	qa/<id u64 big-endian>    the queue's ack state (see queue_recover.go)
+//	qa/<id u64 big-endian>    the queue's ack state (package classic)
 //
 // Directories: dataDir/queues/<id> holds a durable queue's log,
 // dataDir/transient/<id> a transient queue's (wiped at Open).
 //
-// Lock order: registry.opMu → registry.mu → Queue.mu → ChannelLimit.mu;
-// Queue.get → Queue.mu; Queue.persistMu → persister.flushMu → Queue.mu →
-// persister.mu; Queue.pub is a leaf. No Queue.mu, get or pub is held
-// while calling a Sink or anything that waits for a log's writer (whose
-// callbacks take Queue.mu); persistMu, which only serialises sweeps with
-// close, is, and get is held while basic.get waits for the persister. registry.opMu is held
-// across the topology hooks (which take no queue lock).
-
-// Queue types.
-const (
-	QueueClassic = "classic"
-	QueueQuorum  = "quorum"
-	QueueStream  = "stream"
-)
-
-// QueueDef is a queue as declared.
-type QueueDef struct {
-	VHost      string
-	Name       string
-	ID         uint64 // the log's directory id
-	Type       string // QueueClassic or QueueQuorum
-	Durable    bool
-	Exclusive  bool
-	AutoDelete bool
-	Args       map[string]any
-}
+// Lock order: registry.opMu → registry.mu → the queue's locks (package
+// classic documents them). registry.opMu is held across the topology
+// hooks (which take no queue lock). A queue calls its broker
+// (classic.Broker) with none of its locks held.
 
 // DeclareOptions is a queue.declare.
 type DeclareOptions struct {
@@ -74,62 +46,6 @@ type DeclareOptions struct {
 	// to it and are refused to other owners (405). It must be comparable
 	// (a pointer).
 	Owner any
-}
-
-// Message is a message published to queues.
-type Message struct {
-	Exchange   string
-	RoutingKey string
-	// Props are the AMQP 0-9-1 content-header properties exactly as they
-	// go to consumers: property flags (u16) followed by the values.
-	Props      []byte
-	Body       []byte
-	Persistent bool // delivery-mode 2
-}
-
-// Delivery is a message handed to a consumer or to basic.get. Its slices
-// are valid only during the call that receives it.
-type Delivery struct {
-	Queue *Queue
-	// Stream is set instead of Queue for a record read from a stream by a
-	// StreamConsumer: ID is its offset, Body an AMQP 1.0 message (the
-	// front end converts it), RoutingKey the stream's name, for records
-	// that carry no routing key of their own.
-	Stream        *StreamConsumer
-	ConsumerTag   string
-	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
-	Redelivered   bool
-	DeliveryCount uint32 // times delivered before
-	Exchange      string
-	RoutingKey    string
-	Props         []byte
-	Body          []byte
-	MessageCount  uint32 // basic.get: ready messages left after this one
-}
-
-// Sink receives a consumer's deliveries.
-type Sink interface {
-	// Deliver is called by the queue (never with a queue lock held) for
-	// each message given to the consumer, in queue order. It is called
-	// from the queue's dispatcher goroutine, one call at a time per queue.
-	Deliver(d *Delivery)
-	// Cancelled is called when the queue ends the consumer itself (the
-	// queue was deleted).
-	Cancelled(q *Queue, tag string)
-}
-
-// ConsumerOptions is a basic.consume.
-type ConsumerOptions struct {
-	Tag       string
-	NoAck     bool
-	Exclusive bool
-	Prefetch  int           // unacked deliveries allowed to this consumer; 0: unlimited
-	Channel   *ChannelLimit // optional shared channel limit
-	Owner     any           // the connection, for exclusive queues
-	Sink      Sink
-	// Priority is x-priority: consumers with room of the highest priority
-	// are served first, round robin among equals.
-	Priority int
 }
 
 // Queue log settings.
@@ -176,8 +92,6 @@ func (r *queueRegistry) get(vhost, name string) *Queue {
 
 func queueKey(vhost, name string) []byte { return []byte("q/" + vhost + "\x00" + name) }
 
-func ackKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte("qa/"), id) }
-
 // queueRecord is a durable queue in the catalog.
 type queueRecord struct {
 	VHost      string `json:"vhost"`
@@ -186,16 +100,6 @@ type queueRecord struct {
 	Type       string `json:"type"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"` // encodeArgs
-}
-
-func errNoQueue(vhost, name string) *Error {
-	return Errorf(CodeNotFound, "no %s", rs("queue", name, vhost))
-}
-
-func errQueueLocked(vhost, name string) *Error {
-	return Errorf(CodeResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally "+
-		"declared on another connection or the exclusive property value does not match that of the original declaration.",
-		rs("queue", name, vhost))
 }
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,
@@ -218,7 +122,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		if err := q.CheckOwner(o.Owner); err != nil {
 			return nil, 0, 0, err
 		}
-		m, c := q.declared()
+		m, c := q.Declared()
 		return q, m, c, nil
 	}
 	if !b.VHostExists(def.VHost) {
@@ -249,13 +153,13 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		if def.Exclusive {
 			want = o.Owner
 		}
-		if q.owner != want {
+		if q.Owner() != want {
 			return nil, 0, 0, errQueueLocked(def.VHost, def.Name)
 		}
-		if err := checkQueueEquivalence(q.def, def.Durable, def.AutoDelete, def.Args); err != nil {
+		if err := checkQueueEquivalence(q.Def(), def.Durable, def.AutoDelete, def.Args); err != nil {
 			return nil, 0, 0, err
 		}
-		m, c := q.declared()
+		m, c := q.Declared()
 		return q, m, c, nil
 	}
 	if !serverNamed && strings.HasPrefix(def.Name, "amq.") {
@@ -291,7 +195,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	reg.mu.queues[streamName{def.VHost, def.Name}] = q
 	reg.mu.Unlock()
 	b.topoQueueAdded(def.VHost, def.Name, def.Durable)
-	q.start()
+	q.Start()
 	return q, 0, 0, nil
 }
 
@@ -372,13 +276,7 @@ func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queu
 			return nil, err
 		}
 	}
-	q := newQueue(b, def, owner, s)
-	// A new log may start with a tracking chunk: nothing below its end is
-	// a message.
-	next := s.Stats().NextOffset
-	q.mu.settled.AddRange(0, next)
-	q.mu.tail = next
-	return q, nil
+	return classic.New(b.qenv, def, owner, s), nil
 }
 
 // Queue returns an open queue, or a 404 *Error.
@@ -420,49 +318,30 @@ func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bo
 		reg.opMu.Unlock()
 		return 0, err
 	}
-	n, err := q.beginShutdown(ifUnused, ifEmpty)
+	n, err := q.BeginShutdown(ifUnused, ifEmpty)
 	if err != nil {
 		reg.opMu.Unlock()
 		return 0, err
 	}
 	err = b.unregisterQueueLocked(reg, q)
 	reg.opMu.Unlock()
-	return n, errors.Join(err, q.finishShutdown(true))
+	return n, errors.Join(err, q.FinishShutdown(true))
 }
 
 // unregisterQueueLocked removes a queue being deleted from the registry,
 // the catalog and the topology.
 // REQUIRES: reg.opMu held; q.beginShutdown succeeded.
 func (b *Broker) unregisterQueueLocked(reg *queueRegistry, q *Queue) error {
+	def := q.Def()
 	reg.mu.Lock()
-	delete(reg.mu.queues, streamName{q.def.VHost, q.def.Name})
+	delete(reg.mu.queues, streamName{def.VHost, def.Name})
 	reg.mu.Unlock()
 	var err error
-	if q.def.Durable {
-		err = b.cat.delete(queueKey(q.def.VHost, q.def.Name))
+	if def.Durable {
+		err = b.cat.delete(queueKey(def.VHost, def.Name))
 	}
-	b.topoQueueRemoved(q.def.VHost, q.def.Name)
+	b.topoQueueRemoved(def.VHost, def.Name)
 	return err
-}
-
-// autoDeleteQueue deletes an auto-delete queue whose last consumer went,
-// unless it got a new one meanwhile.
-func (b *Broker) autoDeleteQueue(q *Queue) {
-	reg := b.queueReg()
-	reg.opMu.Lock()
-	if reg.get(q.def.VHost, q.def.Name) != q {
-		reg.opMu.Unlock()
-		return
-	}
-	if _, err := q.beginShutdown(true /* ifUnused */, false); err != nil {
-		reg.opMu.Unlock()
-		return
-	}
-	err := b.unregisterQueueLocked(reg, q)
-	reg.opMu.Unlock()
-	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
-		b.log.Error("queues: auto-delete", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
-	}
 }
 
 // OwnerClosed deletes the exclusive queues of a closed connection.
@@ -475,25 +354,25 @@ func (b *Broker) OwnerClosed(owner any) {
 	reg.mu.Lock()
 	var mine []*Queue
 	for _, q := range reg.mu.queues {
-		if q.owner == owner {
+		if q.Owner() == owner {
 			mine = append(mine, q)
 		}
 	}
 	reg.mu.Unlock()
 	var gone []*Queue
 	for _, q := range mine {
-		if _, err := q.beginShutdown(false, false); err != nil {
+		if _, err := q.BeginShutdown(false, false); err != nil {
 			continue
 		}
 		if err := b.unregisterQueueLocked(reg, q); err != nil {
-			b.log.Error("queues: delete exclusive queue", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+			b.log.Error("queues: delete exclusive queue", "vhost", q.Def().VHost, "queue", q.Def().Name, "err", err)
 		}
 		gone = append(gone, q)
 	}
 	reg.opMu.Unlock()
 	for _, q := range gone {
-		if err := q.finishShutdown(true); err != nil {
-			b.log.Error("queues: delete exclusive queue", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		if err := q.FinishShutdown(true); err != nil {
+			b.log.Error("queues: delete exclusive queue", "vhost", q.Def().VHost, "queue", q.Def().Name, "err", err)
 		}
 	}
 }
@@ -502,7 +381,7 @@ func (b *Broker) OwnerClosed(owner any) {
 func (b *Broker) deleteVHostQueues(vhost string) error {
 	var errs []error
 	for _, q := range b.Queues(vhost) {
-		if _, err := b.DeleteQueue(vhost, q.def.Name, q.owner, false, false); err != nil {
+		if _, err := b.DeleteQueue(vhost, q.Def().Name, q.Owner(), false, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -550,8 +429,8 @@ func (b *Broker) openQueues() error {
 		if err != nil {
 			return fmt.Errorf("queues: open %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
-		q := newQueue(b, def, nil, s)
-		if err := q.recover(); err != nil {
+		q, err := classic.Recover(b.qenv, def, s)
+		if err != nil {
 			s.Close()
 			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
@@ -563,13 +442,13 @@ func (b *Broker) openQueues() error {
 	}
 	b.removeOrphanQueues(ids)
 	for _, q := range opened {
-		b.topoQueueAdded(q.def.VHost, q.def.Name, true)
+		b.topoQueueAdded(q.Def().VHost, q.Def().Name, true)
 	}
 	if err := b.topoQueuesRecovered(); err != nil {
 		return err
 	}
 	for _, q := range opened {
-		q.start() // expire, drop, dead-letter: every queue is there now
+		q.Start() // expire, drop, dead-letter: every queue is there now
 	}
 	return nil
 }
@@ -595,8 +474,8 @@ func (b *Broker) removeOrphanQueues(ids map[uint64]bool) {
 		}
 	}
 	var stale [][]byte
-	_ = b.cat.scan([]byte("qa/"), func(k, _ []byte) error {
-		if len(k) == 3+8 && !ids[binary.BigEndian.Uint64(k[3:])] {
+	_ = b.cat.scan([]byte(classic.AckKeyPrefix), func(k, _ []byte) error {
+		if id, ok := classic.AckKeyID(k); ok && !ids[id] {
 			stale = append(stale, append([]byte(nil), k...))
 		}
 		return nil
@@ -624,10 +503,10 @@ func (b *Broker) closeQueues() error {
 	reg.mu.Unlock()
 	var errs []error
 	for _, q := range qs {
-		if _, err := q.beginShutdown(false, false); err != nil {
+		if _, err := q.BeginShutdown(false, false); err != nil {
 			continue
 		}
-		errs = append(errs, q.finishShutdown(false))
+		errs = append(errs, q.FinishShutdown(false))
 	}
 	reg.opMu.Unlock()
 	return errors.Join(errs...)

@@ -11,7 +11,9 @@ import (
 
 // Queue declare arguments: validation and redeclare equivalence, with
 // RabbitMQ's reply texts (rabbit_amqqueue:check_declare_arguments and
-// assert_equivalence, rabbit_misc:assert_args_equivalence).
+// assert_equivalence, rabbit_misc:assert_args_equivalence); and the
+// arguments of a basic.consume (ConsumerPriority). What the arguments
+// set is applied by the queue (package classic).
 
 // classicEquivalenceArgs are the arguments compared on redeclare of a
 // classic queue, in RabbitMQ's order.
@@ -119,7 +121,7 @@ func queueTypeOf(args map[string]any) string {
 
 // validateQueueArgs checks the arguments of a new queue: the types and
 // ranges RabbitMQ enforces for the classic arguments. What they set is
-// applied by the queue (queue_config.go).
+// applied by the queue (classic/config.go).
 func validateQueueArgs(vhost, name string, args map[string]any) error {
 	res := rs("queue", name, vhost)
 	invalid := func(k, reason string) error {
@@ -233,4 +235,26 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// ConsumerPriority checks a basic.consume's arguments for q (as
+// rabbit_amqqueue:check_consume_arguments) and returns its x-priority.
+// x-consumer-timeout is for quorum queues only.
+func ConsumerPriority(q *Queue, args map[string]any) (int, error) {
+	def := q.Def()
+	res := rs("queue", def.Name, def.VHost)
+	if _, ok := args["x-consumer-timeout"]; ok {
+		if !q.Quorum() {
+			return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_classic_queue", "x-consumer-timeout", res)
+		}
+	}
+	v, ok := args["x-priority"]
+	if !ok {
+		return 0, nil
+	}
+	n, ok := argInt(v)
+	if !ok {
+		return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", "x-priority", res, fieldType(v))
+	}
+	return int(n), nil
 }

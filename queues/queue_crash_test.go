@@ -26,9 +26,9 @@ import (
 // confirmed. The parent kills it with SIGKILL at a random moment, reopens
 // the broker and checks the queues against the reports, several rounds on
 // the same directory. Nothing syncs the ack state but the broker's own
-// persister (queue_persist.go).
+// persister (classic/persist.go).
 //
-// What the queue code guarantees after a kill (queue_recover.go):
+// What the queue code guarantees after a kill (classic/recover.go):
 //
 //   - A confirmed persistent message (any confirmed message, in a quorum
 //     queue) is in its queue exactly once until it is acked; an ack is
@@ -706,7 +706,7 @@ func (st *qcState) verify(dir string, rng *rand.Rand) (present, acked int, logs 
 			}
 			continue
 		}
-		ls := q.log.Stats()
+		ls := q.LogStatsForTest()
 		logs += fmt.Sprintf(" [%d..%d) in %d segments", ls.FirstOffset, ls.NextOffset, ls.Segments)
 		ready, _ := q.Counts()
 		var got []qcGot

@@ -167,9 +167,8 @@ func TestDeadLetterRejected(t *testing.T) {
 		t.Fatalf("headers %v", h)
 	}
 	eventually(t, "the source settled", func() bool {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		return src.mu.settled.FirstGap(0) == src.mu.tail && src.mu.claimed.Len() == 0
+		st := src.StateForTest()
+		return st.Head == st.Tail && st.ClaimedRanges == 0
 	})
 	wantCounts(t, src, 0, 0)
 }
@@ -242,25 +241,20 @@ func TestDeadLetterCycleDrops(t *testing.T) {
 	qa := declareWith(t, b, "A", false, map[string]any{"x-message-ttl": int32(20), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "B"})
 	qb := declareWith(t, b, "B", false, map[string]any{"x-message-ttl": int32(20), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "A"})
 	self := declareWith(t, b, "S", false, map[string]any{"x-message-ttl": int32(20), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "S"})
-	qb.mu.Lock()
-	tail0 := qb.mu.tail
-	qb.mu.Unlock()
+	tail0 := qb.StateForTest().Tail
 	mustPublish(t, qa, false, "m")
 	mustPublish(t, self, false, "s")
 	for _, q := range []*Queue{qa, qb, self} {
 		eventually(t, "all gone", func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return q.mu.settled.FirstGap(0) == q.mu.tail && q.mu.claimed.Len() == 0 && !q.mu.dlRunning
+			st := q.StateForTest()
+			return st.Head == st.Tail && st.ClaimedRanges == 0 && !st.DeadLettering
 		})
 	}
 	time.Sleep(60 * time.Millisecond)
 	for _, q := range []*Queue{qa, qb, self} {
 		wantCounts(t, q, 0, 0)
 	}
-	qb.mu.Lock()
-	tail := qb.mu.tail
-	qb.mu.Unlock()
+	tail := qb.StateForTest().Tail
 	if tail != tail0+1 {
 		t.Fatalf("B's tail %d, was %d: want the one message dead-lettered from A, not back again", tail, tail0)
 	}
@@ -292,9 +286,8 @@ func TestDeadLetterMaxLenAndMissingExchange(t *testing.T) {
 	g, _ := getOne(t, gone, false)
 	gone.Discard(g.id)
 	eventually(t, "the message dropped", func() bool {
-		gone.mu.Lock()
-		defer gone.mu.Unlock()
-		return gone.mu.settled.FirstGap(0) == gone.mu.tail && gone.mu.claimed.Len() == 0
+		st := gone.StateForTest()
+		return st.Head == st.Tail && st.ClaimedRanges == 0
 	})
 }
 

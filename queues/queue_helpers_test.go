@@ -246,7 +246,8 @@ func segmentCount(t *testing.T, dir string) int {
 	return n
 }
 
-func (q *Queue) testDir() string { return q.b.queueDir(q.def.Durable, q.def.ID) }
+// testDir returns the directory of q's log.
+func (b *Broker) testDir(q *Queue) string { return b.queueDir(q.Def().Durable, q.Def().ID) }
 
 func queueDirs(t *testing.T, b *Broker, sub string) []string {
 	t.Helper()

@@ -43,9 +43,7 @@ func TestMaxLengthBytes(t *testing.T) {
 	if got := drain(t, q); !reflect.DeepEqual(got, []string{ten("c"), "12345", "x"}) {
 		t.Fatalf("got %v", got)
 	}
-	q.mu.Lock()
-	rb := q.mu.readyBytes
-	q.mu.Unlock()
+	rb := q.StateForTest().ReadyBytes
 	if rb != 0 {
 		t.Fatalf("ready bytes %d after draining", rb)
 	}
@@ -91,9 +89,7 @@ func TestRejectPublish(t *testing.T) {
 	if got := drain(t, q); !reflect.DeepEqual(got, []string{"m2", "m4"}) {
 		t.Fatalf("got %v", got)
 	}
-	q.mu.Lock()
-	pend := q.mu.pendPub
-	q.mu.Unlock()
+	pend := q.StateForTest().PendingPublishes
 	if pend != 0 {
 		t.Fatalf("%d publishes still pending", pend)
 	}

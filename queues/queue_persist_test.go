@@ -1,15 +1,11 @@
 package queues
 
 import (
-	"bytes"
-	"encoding/binary"
 	"maps"
 	"os"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/warren-mq/warren/internal/rangeset"
 )
 
 // crashImage copies the broker's data directory as the operating system
@@ -31,16 +27,8 @@ func waitPersisted(t *testing.T, b *Broker, q *Queue) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		b.persist.mu.Lock()
-		next := b.persist.mu.next
-		b.persist.mu.Unlock()
-		q.mu.Lock()
-		dirty := q.mu.dirty
-		q.mu.Unlock()
-		if !dirty {
-			//lint:ignore SA2001 taking flushMu waits for a flush in progress, which may have encoded q
-			b.persist.flushMu.Lock()
-			b.persist.flushMu.Unlock()
+		done, next := b.persist.PersistedForTest(q)
+		if done {
 			return
 		}
 		select {
@@ -180,9 +168,8 @@ func TestPersistQuorumRedeliveryCovered(t *testing.T) {
 		}
 		// No waiting for the persister: what gated the redelivery is on
 		// disk.
-		b.persist.flushMu.Lock() // let a write in progress finish its file I/O
-		img := crashImage(t, b)
-		b.persist.flushMu.Unlock()
+		var img string
+		b.persist.WithoutWritesForTest(func() { img = crashImage(t, b) }) // let a write in progress finish its file I/O
 		b2 := openBroker(t, img)
 		q2, _ := b2.Queue("/", "q")
 		back := getAll(t, q2)
@@ -204,18 +191,16 @@ func TestPersistReservationShrinks(t *testing.T) {
 	c := consumeQ(t, q, "c", 0, s)
 	s.ack(q, s.wait(t, 10)...)
 	waitPersisted(t, b, q)
-	q.mu.Lock()
-	ahead := q.mu.markSafe > q.mu.deliveredMark
-	q.mu.Unlock()
+	st := q.StateForTest()
+	ahead := st.MarkSafe > st.DeliveredMark
 	if !ahead {
 		t.Fatal("no reservation ahead while the queue has a consumer")
 	}
 	q.Cancel(c)
 	publishQ(t, q, true, seqBodies("n", 0, 5)...)
 	waitPersisted(t, b, q)
-	q.mu.Lock()
-	safe, mark := q.mu.markSafe, q.mu.deliveredMark
-	q.mu.Unlock()
+	st = q.StateForTest()
+	safe, mark := st.MarkSafe, st.DeliveredMark
 	if safe != mark {
 		t.Fatalf("reservation %d, delivered mark %d: want them equal without consumers", safe, mark)
 	}
@@ -267,70 +252,4 @@ func TestPersistQuorumOverLimitAtRecovery(t *testing.T) {
 	if back := getAll(t, q2); len(back) != 1 || back[0].body != "b" || back[0].count != 1 {
 		t.Fatalf("left in the queue: %+v, want b with count 1", back)
 	}
-}
-
-// Ensure the ack state codec round-trips, reads version 1, and refuses
-// damaged input.
-func TestAckStateCodec(t *testing.T) {
-	var set rangeset.Set
-	set.AddRange(0, 10)
-	set.AddRange(12, 13)
-	enc := appendCounts(appendAckStateHead(nil, 40, &set), []idCount{{10, 3}, {11, 1}, {20, 7}})
-	st, err := decodeAckState(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.mark != 40 || !sameSet(&st.settled, &set) || !maps.Equal(st.counts, map[uint64]uint32{10: 3, 11: 1, 20: 7}) {
-		t.Fatalf("decoded %+v", st)
-	}
-
-	v1 := set.AppendTo(binary.AppendUvarint([]byte{1}, 40))
-	st, err = decodeAckState(v1)
-	if err != nil || st.mark != 40 || !sameSet(&st.settled, &set) || st.counts != nil {
-		t.Fatalf("version 1: %+v %v", st, err)
-	}
-
-	for _, bad := range [][]byte{
-		nil,
-		{3, 0, 0, 0},
-		enc[:len(enc)-1],
-		append(slices.Clone(enc), 0),
-		appendCounts(appendAckStateHead(nil, 40, &set), []idCount{{10, 3}, {10, 2}}), // id twice
-		appendCounts(appendAckStateHead(nil, 40, &set), []idCount{{10, 0}}),          // count 0
-	} {
-		if _, err := decodeAckState(bad); err == nil {
-			t.Errorf("decodeAckState(% x) accepted", bad)
-		}
-	}
-}
-
-// sameSet reports whether a and b hold the same offsets: their encoding
-// has one form per set.
-func sameSet(a, b *rangeset.Set) bool { return bytes.Equal(a.AppendTo(nil), b.AppendTo(nil)) }
-
-// FuzzAckState decodes arbitrary bytes as a persisted ack state: no
-// panic, and what decodes encodes back to the same state.
-func FuzzAckState(f *testing.F) {
-	var set rangeset.Set
-	set.AddRange(3, 9)
-	f.Add(appendCounts(appendAckStateHead(nil, 12, &set), []idCount{{4, 2}, {7, 9}}))
-	f.Add(set.AppendTo(binary.AppendUvarint([]byte{1}, 5)))
-	f.Add([]byte{2, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := decodeAckState(b)
-		if err != nil {
-			return
-		}
-		var cs []idCount
-		for _, id := range slices.Sorted(maps.Keys(st.counts)) {
-			cs = append(cs, idCount{id, st.counts[id]})
-		}
-		again, err := decodeAckState(appendCounts(appendAckStateHead(nil, st.mark, &st.settled), cs))
-		if err != nil {
-			t.Fatalf("re-encoded state does not decode: %v", err)
-		}
-		if again.mark != st.mark || !sameSet(&again.settled, &st.settled) || !maps.Equal(again.counts, st.counts) {
-			t.Fatalf("round trip: %+v, then %+v", st, again)
-		}
-	})
 }

@@ -151,15 +151,15 @@ func TestPrioritySegmentRolls(t *testing.T) {
 		}
 	}
 	for _, q := range []*Queue{durable, live} {
-		if segs := segmentCount(t, q.testDir()); segs < 5 {
-			t.Fatalf("%s: %d segments: no rolls", q.def.Name, segs)
+		if segs := segmentCount(t, b.testDir(q)); segs < 5 {
+			t.Fatalf("%s: %d segments: no rolls", q.Def().Name, segs)
 		}
 	}
 	check := func(q *Queue) {
 		t.Helper()
 		got := drain(t, q)
 		if len(got) != n {
-			t.Fatalf("%s: %d messages, want %d", q.def.Name, len(got), n)
+			t.Fatalf("%s: %d messages, want %d", q.Def().Name, len(got), n)
 		}
 		for i, body := range got {
 			want := 2*i + 1 // the odd ones have priority 1
@@ -167,7 +167,7 @@ func TestPrioritySegmentRolls(t *testing.T) {
 				want = 2 * (i - n/2)
 			}
 			if body[:3] != fmt.Sprintf("%03d", want) {
-				t.Fatalf("%s: message %d is %q, want %03d", q.def.Name, i, body[:3], want)
+				t.Fatalf("%s: message %d is %q, want %03d", q.Def().Name, i, body[:3], want)
 			}
 		}
 	}

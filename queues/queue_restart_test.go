@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/warren-mq/warren/queues/classic"
 )
 
 // Ensure a restart keeps durable queues and their persistent messages,
@@ -149,7 +151,7 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		bodies = append(bodies, fmt.Sprintf("%d-%s", i, body))
 	}
 	publishQ(t, q, true, bodies...)
-	before := segmentCount(t, q.testDir())
+	before := segmentCount(t, b.testDir(q))
 	if before < 10 {
 		t.Fatalf("only %d segments", before)
 	}
@@ -162,15 +164,15 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		s.ack(q, gs[n:hi]...)
 		n = hi
 	}
-	if err := q.sweep(); err != nil {
+	if err := q.SweepForTest(); err != nil {
 		t.Fatal(err)
 	}
-	mid := segmentCount(t, q.testDir())
+	mid := segmentCount(t, b.testDir(q))
 	if mid >= before || mid < 2 {
 		t.Fatalf("%d segments after acking 2/3, %d before", mid, before)
 	}
 	// The first unacked message (the head) is still there.
-	if first, head := q.log.Stats().FirstOffset, s.wait(t, 201)[200].id; first > head || first == 0 {
+	if first, head := q.LogStatsForTest().FirstOffset, s.wait(t, 201)[200].id; first > head || first == 0 {
 		t.Fatalf("first offset %d, head %d", first, head)
 	}
 	// The rest.
@@ -179,10 +181,10 @@ func TestQueueDeletesSettledSegments(t *testing.T) {
 		s.ack(q, gs[n:]...)
 		n = len(gs)
 	}
-	if err := q.sweep(); err != nil {
+	if err := q.SweepForTest(); err != nil {
 		t.Fatal(err)
 	}
-	if n := segmentCount(t, q.testDir()); n != 1 {
+	if n := segmentCount(t, b.testDir(q)); n != 1 {
 		t.Fatalf("%d segments with everything acked, want the active one", n)
 	}
 	b.Close()
@@ -285,9 +287,8 @@ func TestQueueConcurrent(t *testing.T) {
 	}
 	mu.Unlock()
 	wantCounts(t, q, 0, 0)
-	q.mu.Lock()
-	unacked, head, tail := len(q.mu.unacked), q.mu.settled.FirstGap(0), q.mu.tail
-	q.mu.Unlock()
+	st := q.StateForTest()
+	unacked, head, tail := st.Unacked, st.Head, st.Tail
 	if unacked != 0 || head != tail {
 		t.Fatalf("unacked %d, head %d, tail %d", unacked, head, tail)
 	}
@@ -314,14 +315,10 @@ func TestIdleQueueHoldsNothing(t *testing.T) {
 	s := newSink(20)
 	c := consumeQ(t, q, "c", 20, s)
 	gs := s.wait(t, 20)
-	q.mu.Lock()
-	done := q.mu.dispDone
-	q.mu.Unlock()
+	done := q.StateForTest().DispatcherDone
 	q.Cancel(c)
 	<-done // the dispatcher exits
-	q.mu.Lock()
-	dispatching := q.mu.dispatching
-	q.mu.Unlock()
+	dispatching := q.StateForTest().Dispatching
 	if dispatching {
 		t.Fatal("dispatcher still marked running")
 	}
@@ -329,12 +326,12 @@ func TestIdleQueueHoldsNothing(t *testing.T) {
 	if ok, err := q.Get(nil, false, func(*Delivery) {}); !ok || err != nil {
 		t.Fatalf("Get: %v %v", ok, err)
 	}
-	if q.get.rd.main.r == nil {
+	if open, _ := q.GetReaderForTest(); !open {
 		t.Fatal("Get left no reader to reuse")
 	}
-	q.sweep() // a Get happened since the last sweep: kept
-	q.sweep() // none since: closed
-	if q.get.rd.main.r != nil || q.get.rd.main.data != nil {
+	q.SweepForTest() // a Get happened since the last sweep: kept
+	q.SweepForTest() // none since: closed
+	if open, buffered := q.GetReaderForTest(); open || buffered {
 		t.Fatal("basic.get's reader still open when idle")
 	}
 }
@@ -353,9 +350,9 @@ func TestQueueCrashRedelivers(t *testing.T) {
 	// The acks made room: m5 goes out too, before the persist, so every
 	// message left has been delivered when the state is saved.
 	gs = s.wait(t, 6)
-	b.persist.flush()
-	id := q.def.ID
-	saved, closer, err := b.cat.db.Get(ackKey(id))
+	b.persist.FlushForTest()
+	id := q.Def().ID
+	saved, closer, err := b.cat.db.Get(classic.AckKey(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +365,7 @@ func TestQueueCrashRedelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cat.db.Set(ackKey(id), saved, nil); err != nil {
+	if err := cat.db.Set(classic.AckKey(id), saved, nil); err != nil {
 		t.Fatal(err)
 	}
 	cat.close()

@@ -97,7 +97,7 @@ func readyCount(q *Queue) int {
 // waitReady waits until the queue has n ready messages.
 func waitReady(t testing.TB, q *Queue, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d ready in %s", n, q.def.Name), func() bool { return readyCount(q) == n })
+	eventually(t, fmt.Sprintf("%d ready in %s", n, q.Def().Name), func() bool { return readyCount(q) == n })
 }
 
 // gotMsg is a basic.get result.

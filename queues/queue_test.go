@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/queues/classic"
 )
 
 // Ensure messages published to a queue reach a consumer in order with
@@ -200,9 +202,8 @@ func TestQueueNoAck(t *testing.T) {
 		t.Fatalf("bodies %v", bodiesOf(gs))
 	}
 	q.Ack(gs[0].id)
-	q.mu.Lock()
-	unacked, head := len(q.mu.unacked), q.mu.settled.FirstGap(0)
-	q.mu.Unlock()
+	st := q.StateForTest()
+	unacked, head := st.Unacked, st.Head
 	if unacked != 0 || head != 50 {
 		t.Fatalf("unacked %d, head %d", unacked, head)
 	}
@@ -252,9 +253,7 @@ func TestQueueGet(t *testing.T) {
 	if _, ok := get(false); ok {
 		t.Fatal("Get from an emptied queue")
 	}
-	q.mu.Lock()
-	unacked := len(q.mu.unacked)
-	q.mu.Unlock()
+	unacked := q.StateForTest().Unacked
 	if unacked != 0 {
 		t.Fatalf("%d unacked", unacked)
 	}
@@ -316,7 +315,7 @@ func TestDeleteQueue(t *testing.T) {
 	wantQErr(t, err, CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' in use")
 	_, err = b.DeleteQueue("/", "q", nil, false, true)
 	wantQErr(t, err, CodePreconditionFailed, "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty")
-	dir := q.testDir()
+	dir := b.testDir(q)
 	n, err := b.DeleteQueue("/", "q", nil, false, false)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteQueue = %d, %v; want 2 ready", n, err)
@@ -345,7 +344,7 @@ func TestDeleteQueue(t *testing.T) {
 	if ok, _ := b.cat.has(queueKey("/", "q")); ok {
 		t.Fatal("catalog entry left")
 	}
-	if ok, _ := b.cat.has(ackKey(q.def.ID)); ok {
+	if ok, _ := b.cat.has(classic.AckKey(q.Def().ID)); ok {
 		t.Fatal("ack state left")
 	}
 	if _, err := os.Stat(dir); err == nil {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/queues/classic"
 )
 
 // Ensure messages of a queue with x-message-ttl expire on a timer with no
@@ -19,17 +21,13 @@ func TestQueueTTLExpiresWithoutConsumer(t *testing.T) {
 	if n := readyCount(q); n != 3 && time.Since(start) < 60*time.Millisecond {
 		t.Fatalf("ready %d right after publishing, want 3", n)
 	}
-	q.mu.Lock()
-	armed := q.mu.ttlArmed
-	q.mu.Unlock()
+	armed := q.StateForTest().TTLArmed
 	if !armed {
 		t.Fatal("no TTL timer armed")
 	}
 	// The timer expires them: wait without calling Counts.
 	eventually(t, "expiry", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.mu.ready == 0
+		return q.StateForTest().Ready == 0
 	})
 	if el := time.Since(start); el < 80*time.Millisecond {
 		t.Fatalf("expired after %v, before the TTL", el)
@@ -38,10 +36,8 @@ func TestQueueTTLExpiresWithoutConsumer(t *testing.T) {
 		t.Fatal("got an expired message")
 	}
 	// Expired messages are settled: the head moves past them.
-	q.mu.Lock()
-	head := q.mu.settled.FirstGap(0)
-	tail := q.mu.tail
-	q.mu.Unlock()
+	st := q.StateForTest()
+	head, tail := st.Head, st.Tail
 	if head != tail {
 		t.Fatalf("head %d, tail %d: expired messages not settled", head, tail)
 	}
@@ -66,9 +62,7 @@ func TestMessageTTLExpiresOutOfOrder(t *testing.T) {
 		t.Fatalf("ready %d, want 4", n)
 	}
 	eventually(t, "the short one expiring", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.mu.ready == 3
+		return q.StateForTest().Ready == 3
 	})
 	if got := drain(t, q); !reflect.DeepEqual(got, []string{"first", "zero-later", "last"}) {
 		t.Fatalf("got %v", got)
@@ -106,9 +100,7 @@ func TestTTLRequeueKeepsExpiry(t *testing.T) {
 		t.Fatalf("ready %d after the early requeue, want 1", n)
 	}
 	eventually(t, "the requeued message expiring", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.mu.ready == 0
+		return q.StateForTest().Ready == 0
 	})
 	if time.Since(start) > 2*time.Second {
 		t.Fatal("too slow")
@@ -224,16 +216,12 @@ func TestTTLRestart(t *testing.T) {
 	if n := readyCount(q); n != 2 && time.Since(start) < 350*time.Millisecond {
 		t.Fatalf("ready %d after restart, want 2 (the short one expired)", n)
 	}
-	q.mu.Lock()
-	armed := q.mu.ttlArmed
-	q.mu.Unlock()
+	armed := q.StateForTest().TTLArmed
 	if !armed {
 		t.Fatal("no TTL timer after restart")
 	}
 	eventually(t, "expiry after restart", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.mu.ready == 0
+		return q.StateForTest().Ready == 0
 	})
 	if el := time.Since(start); el < 390*time.Millisecond || el > 3*time.Second {
 		t.Fatalf("expired %v after publishing, want about 400ms", el)
@@ -248,7 +236,7 @@ func TestTTLBookkeepingBounded(t *testing.T) {
 	defer b.Close()
 	q := declareWith(t, b, "q", false, map[string]any{"x-max-priority": int32(1)})
 	publishPrio(t, q, false, "anchor", 0) // stays ready: the queue is never empty
-	for i := range 3 * compactAt {
+	for i := range 3 * classic.CompactAtForTest {
 		exp := strconv.Itoa(600_000 - i) // distinct, decreasing: no two entries merge
 		if err := publishP(t, q, "m", false, msgProps{expiration: exp, priority: 1}); err != nil {
 			t.Fatal(err)
@@ -257,10 +245,8 @@ func TestTTLBookkeepingBounded(t *testing.T) {
 			t.Fatalf("get %d: %+v %v", i, g, ok)
 		}
 	}
-	q.mu.Lock()
-	n := len(q.mu.expq)
-	q.mu.Unlock()
-	if n > compactAt+2 {
+	n := q.StateForTest().Expiries
+	if n > classic.CompactAtForTest+2 {
 		t.Fatalf("%d expiries kept for 1 ready message", n)
 	}
 }

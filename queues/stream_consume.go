@@ -56,26 +56,7 @@ type StreamConsumer struct {
 	d       Delivery
 }
 
-// Settler is where deliveries are settled: a classic or quorum queue, or
-// the StreamConsumer that read them from a stream. ids are Delivery.IDs.
-type Settler interface {
-	Ack(ids ...uint64)
-	Requeue(ids ...uint64)
-	Discard(ids ...uint64)
-}
-
-var (
-	_ Settler = (*Queue)(nil)
-	_ Settler = (*StreamConsumer)(nil)
-)
-
-// Settler returns where d is settled: its stream consumer, or its queue.
-func (d *Delivery) Settler() Settler {
-	if d.Stream != nil {
-		return d.Stream
-	}
-	return d.Queue
-}
+var _ Settler = (*StreamConsumer)(nil)
 
 // A Subscription is a consumer of any queue type, as Broker.Consume
 // returns it.
@@ -85,9 +66,6 @@ type Subscription interface {
 	// the Sink takes.
 	Stop()
 }
-
-// Stop cancels the consumer at its queue.
-func (c *Consumer) Stop() { c.q.Cancel(c) }
 
 // Consume attaches a consumer to queue name of any type (classic, quorum
 // or stream), with the consumer arguments args, checked as RabbitMQ's
@@ -100,7 +78,7 @@ func (b *Broker) Consume(vhost, name string, o ConsumerOptions, args map[string]
 		}
 		return nil, err
 	}
-	prio, err := q.ConsumerPriority(args)
+	prio, err := ConsumerPriority(q, args)
 	if err != nil {
 		return nil, err
 	}

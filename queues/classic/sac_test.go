@@ -1,6 +1,8 @@
-package queues
+package classic
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestAddConsumerPriorityOrder(t *testing.T) {
 	var q Queue

@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/warren-mq/warren/internal/rangeset"
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // A classic queue is a view over its private log:
@@ -19,8 +20,8 @@ import (
 //     (batchIDs).
 //   - tail is the offset after the last message whose append was confirmed
 //     (after fsync for durable queues); nothing at or past it is delivered.
-//   - The ready messages are in levels (classic_ready.go): per priority,
-//     the requeued ones and spans of fresh ones; a queue without
+//   - The ready messages are in levels (ready.go): per priority, the
+//     requeued ones and spans of fresh ones; a queue without
 //     x-max-priority has one level, whose fresh spans are a cursor moving
 //     over the log.
 //   - unacked maps the ids delivered and not yet settled to their consumer,
@@ -28,15 +29,120 @@ import (
 //     its level, delivered again in ascending order (redelivered) before
 //     that level's fresh messages.
 //   - claimed holds the ids taken off the ready set to be dead-lettered,
-//     not yet settled (classic_dlx.go).
+//     not yet settled (dlx.go).
 //   - settled is a range set of the offsets that are done: acked,
 //     discarded, dead-lettered, expired, dropped, purged, skipped. The head
 //     is its first gap from 0: the lowest offset not settled. Sealed
 //     segments wholly below the head are deleted.
 //
-// TTL and x-expires are in classic_ttl.go, length limits in
-// classic_limits.go, the settings (arguments and policy) in
-// queue_config.go.
+// TTL and x-expires are in ttl.go, length limits in limits.go, the
+// settings (arguments and policy) in config.go.
+
+// Queue types: Def.Type.
+const (
+	TypeClassic = "classic" // x-queue-type classic (or none)
+	TypeQuorum  = "quorum"  // x-queue-type quorum (quorum.go)
+)
+
+// Def is a queue as declared.
+type Def struct {
+	VHost      string
+	Name       string
+	ID         uint64 // the log's directory id
+	Type       string // TypeClassic or TypeQuorum
+	Durable    bool
+	Exclusive  bool
+	AutoDelete bool
+	Args       map[string]any
+}
+
+// Message is a message published to queues.
+type Message struct {
+	Exchange   string
+	RoutingKey string
+	// Props are the AMQP 0-9-1 content-header properties exactly as they
+	// go to consumers: property flags (u16) followed by the values.
+	Props      []byte
+	Body       []byte
+	Persistent bool // delivery-mode 2
+}
+
+// Delivery is a message handed to a consumer or to basic.get. Its slices
+// are valid only during the call that receives it.
+type Delivery struct {
+	Queue *Queue
+	// Stream is set instead of Queue for a record a stream consumer
+	// (package queues) read: it settles the delivery (settling gives
+	// credit back), ID is the record's offset, Body an AMQP 1.0 message
+	// (the front end converts it) and RoutingKey the stream's name, for
+	// records that carry no routing key of their own.
+	Stream        Settler
+	ConsumerTag   string
+	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
+	Redelivered   bool
+	DeliveryCount uint32 // times delivered before
+	Exchange      string
+	RoutingKey    string
+	Props         []byte
+	Body          []byte
+	MessageCount  uint32 // basic.get: ready messages left after this one
+}
+
+// Settler is where deliveries are settled: a classic or quorum queue, or
+// the stream consumer that read them from a stream. ids are Delivery.IDs.
+type Settler interface {
+	Ack(ids ...uint64)
+	Requeue(ids ...uint64)
+	Discard(ids ...uint64)
+}
+
+var _ Settler = (*Queue)(nil)
+
+// Settler returns where d is settled: its stream consumer, or its queue.
+func (d *Delivery) Settler() Settler {
+	if d.Stream != nil {
+		return d.Stream
+	}
+	return d.Queue
+}
+
+// Sink receives a consumer's deliveries.
+type Sink interface {
+	// Deliver is called by the queue (never with a queue lock held) for
+	// each message given to the consumer, in queue order. It is called
+	// from the queue's dispatcher goroutine, one call at a time per queue.
+	Deliver(d *Delivery)
+	// Cancelled is called when the queue ends the consumer itself (the
+	// queue was deleted).
+	Cancelled(q *Queue, tag string)
+}
+
+// ConsumerOptions is a basic.consume.
+type ConsumerOptions struct {
+	Tag       string
+	NoAck     bool
+	Exclusive bool
+	Prefetch  int           // unacked deliveries allowed to this consumer; 0: unlimited
+	Channel   *ChannelLimit // optional shared channel limit
+	Owner     any           // the connection, for exclusive queues
+	Sink      Sink
+	// Priority is x-priority: consumers with room of the highest priority
+	// are served first, round robin among equals.
+	Priority int
+}
+
+// NoQueueError is the 404 of a missing (or deleted) queue.
+func NoQueueError(vhost, name string) *qerr.Error {
+	return qerr.Errorf(qerr.CodeNotFound, "no %s", qerr.Resource("queue", name, vhost))
+}
+
+// LockedError is the 405 of an exclusive queue used by another
+// connection than its owner.
+func LockedError(vhost, name string) *qerr.Error {
+	return qerr.Errorf(qerr.CodeResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally "+
+		"declared on another connection or the exclusive property value does not match that of the original declaration.",
+		qerr.Resource("queue", name, vhost))
+}
 
 // Persisted-state settings.
 const (
@@ -48,8 +154,8 @@ const (
 // Queue is an open classic queue. Its methods are safe for concurrent use.
 type Queue struct {
 	// Static after open.
-	b     *Broker
-	def   QueueDef
+	env   *Env // the broker's side (env.go)
+	def   Def
 	owner any // the owning connection of an exclusive queue; nil otherwise
 	log   *osiris.Stream
 	kick  chan struct{} // cap 1: there may be work for the dispatcher; never closed
@@ -57,7 +163,7 @@ type Queue struct {
 	// maxPrio is the highest priority level (0: no priorities).
 	maxPrio int
 
-	// cfg is the effective settings (queue_config.go); replaced whole.
+	// cfg is the effective settings (config.go); replaced whole.
 	cfg atomic.Pointer[queueConfig]
 	// cycleLogged: a dead-letter cycle drop was logged.
 	cycleLogged atomic.Bool
@@ -103,7 +209,7 @@ type Queue struct {
 		redeliverBelow uint64       // messages below were delivered before the last restart
 		unackedMulti   int          // unacked entries with count >= 2
 
-		// The ack state's persisting (queue_persist.go).
+		// The ack state's persisting (persist.go).
 		markSafe    uint64    // the delivered mark on disk: fresh messages below it may go out
 		markAtFlush uint64    // deliveredMark when the state was last encoded
 		flushAt     time.Time // and when
@@ -131,7 +237,7 @@ type Queue struct {
 		rr                int           // round-robin position
 		hadConsumer       bool          // for auto-delete
 		exclusiveConsumer bool          // a consumer has exclusive use
-		active            *Consumer     // x-single-active-consumer: the one served (classic_sac.go)
+		active            *Consumer     // x-single-active-consumer: the one served (sac.go)
 		dispatching       bool          // the dispatcher goroutine runs
 		dispDone          chan struct{} // closed when that dispatcher exits
 		delivering        *Consumer     // reserved by the dispatcher: taking or delivering to it
@@ -153,8 +259,8 @@ type unackedMsg struct {
 	exp   int64     // expiry instant, kept for a requeue; noExpiry
 }
 
-func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
-	q := &Queue{b: b, def: def, owner: owner, log: s, kick: make(chan struct{}, 1)}
+func newQueue(env *Env, def Def, owner any, s *osiris.Stream) *Queue {
+	q := &Queue{env: env, def: def, owner: owner, log: s, kick: make(chan struct{}, 1)}
 	q.maxPrio = maxPriorityOf(def.Args)
 	q.pub.idle.L = &q.pub.Mutex
 	q.pub.cur = &pubBatch{q: q}
@@ -168,10 +274,34 @@ func newQueue(b *Broker, def QueueDef, owner any, s *osiris.Stream) *Queue {
 	return q
 }
 
-// start arms the queue's timers and applies its settings to what it
-// holds (expired messages, length limits): once every queue is open, as
-// dead-lettering may route to them.
-func (q *Queue) start() {
+// New returns a new queue over its new log s; owner is the connection
+// an exclusive queue belongs to (nil otherwise). The queue owns s from
+// now on. (A new log may start with a tracking chunk: nothing below its
+// end is a message.)
+func New(env *Env, def Def, owner any, s *osiris.Stream) *Queue {
+	q := newQueue(env, def, owner, s)
+	next := s.Stats().NextOffset
+	q.mu.settled.AddRange(0, next)
+	q.mu.tail = next
+	return q
+}
+
+// Recover returns a reopened durable queue over its log s, its state
+// rebuilt from its ack state and the log (recover.go). The queue owns s
+// when Recover succeeds; the caller closes it when it fails.
+func Recover(env *Env, def Def, s *osiris.Stream) (*Queue, error) {
+	q := newQueue(env, def, nil, s)
+	if err := q.recover(); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Start arms the queue's timers and applies its settings to what it
+// holds (expired messages, length limits). The broker calls it once the
+// queue is registered and, at Open, once every queue is: dead-lettering
+// may route to them.
+func (q *Queue) Start() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.dropOverLimitLocked()
@@ -182,7 +312,7 @@ func (q *Queue) start() {
 }
 
 // Def returns the queue's definition. Its Args must not be modified.
-func (q *Queue) Def() QueueDef { return q.def }
+func (q *Queue) Def() Def { return q.def }
 
 // Counts returns the number of ready messages (expired ones excluded) and
 // of consumers.
@@ -193,9 +323,9 @@ func (q *Queue) Counts() (ready, consumers int) {
 	return q.mu.ready, len(q.mu.consumers)
 }
 
-// declared notes a queue.declare of the existing queue (for x-expires)
+// Declared notes a queue.declare of the existing queue (for x-expires)
 // and returns its counts.
-func (q *Queue) declared() (ready, consumers int) {
+func (q *Queue) Declared() (ready, consumers int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.expireDueLocked()
@@ -205,11 +335,15 @@ func (q *Queue) declared() (ready, consumers int) {
 	return q.mu.ready, len(q.mu.consumers)
 }
 
+// Owner returns the connection an exclusive queue belongs to, nil for
+// other queues.
+func (q *Queue) Owner() any { return q.owner }
+
 // CheckOwner returns a 405 *Error when the queue is exclusive to another
 // connection than owner (for basic.get, queue.purge, queue.bind...).
 func (q *Queue) CheckOwner(owner any) error {
 	if q.def.Exclusive && q.owner != owner {
-		return errQueueLocked(q.def.VHost, q.def.Name)
+		return LockedError(q.def.VHost, q.def.Name)
 	}
 	return nil
 }
@@ -224,7 +358,7 @@ func (q *Queue) Kick() {
 	}
 }
 
-func (q *Queue) errGone() error { return errNoQueue(q.def.VHost, q.def.Name) }
+func (q *Queue) errGone() error { return NoQueueError(q.def.VHost, q.def.Name) }
 
 // Publish appends a message record (as EncodeRecord makes it) to the
 // queue and calls done once it is stored (after fsync for durable queues)
@@ -363,7 +497,7 @@ func (q *Queue) stored(pb *pubBatch, r osiris.Result) {
 		// offsets they have is unknown. Take every offset as a message
 		// (one that is not is dropped when taken; sizes unknown, priority
 		// 0) rather than lose them.
-		q.b.log.Error("queues: cannot place stored messages", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.Logger.Error("queues: cannot place stored messages", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		ids, metas = []idRange{{prev, r.LastOffset + 1}}, nil
 	}
 	q.mu.Lock()
@@ -468,12 +602,12 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 	q.get.rd.init(q.log)
 	t, ok, err := q.take(&q.get.rd)
 	for errors.Is(err, errPersistWait) {
-		<-q.b.persist.hurry()
+		<-q.env.Persister.hurry()
 		t, ok, err = q.take(&q.get.rd)
 	}
 	if err != nil {
-		q.b.log.Error("queues: basic.get", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
-		return false, Errorf(CodeInternalError, "basic.get from %s: %v", rs("queue", q.def.Name, q.def.VHost), err)
+		q.env.Logger.Error("queues: basic.get", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		return false, qerr.Errorf(qerr.CodeInternalError, "basic.get from %s: %v", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
 	}
 	if !ok {
 		return false, nil
@@ -546,7 +680,7 @@ func (q *Queue) Requeue(ids ...uint64) {
 			continue
 		}
 		if q.overDeliveryLimitLocked(u.count) {
-			// A quorum queue counts every return (queue_quorum.go).
+			// A quorum queue counts every return (quorum.go).
 			q.deadFn(reasonDeliveryLimit)(idRange{id, id + 1})
 			continue
 		}
@@ -653,7 +787,7 @@ func (q *Queue) returnReadyLocked(e reqEntry, prio uint8) {
 func (q *Queue) markDirtyLocked() {
 	if q.def.Durable && !q.mu.dirty && !q.mu.persistDone {
 		q.mu.dirty = true
-		q.b.persist.add(q)
+		q.env.Persister.add(q)
 	}
 	q.scheduleLocked()
 }
@@ -667,30 +801,30 @@ func (q *Queue) scheduleLocked() {
 	}
 }
 
-// beginShutdown marks the queue closed (refusing consumers, gets and
+// BeginShutdown marks the queue closed (refusing consumers, gets and
 // purges) unless ifUnused or ifEmpty refuse; it returns the ready count.
-func (q *Queue) beginShutdown(ifUnused, ifEmpty bool) (int, error) {
+func (q *Queue) BeginShutdown(ifUnused, ifEmpty bool) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
 	case q.mu.closed:
 		return 0, q.errGone()
 	case ifUnused && len(q.mu.consumers) > 0:
-		return 0, Errorf(CodePreconditionFailed, "%s in use", rs("queue", q.def.Name, q.def.VHost))
+		return 0, qerr.Errorf(qerr.CodePreconditionFailed, "%s in use", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	q.expireDueLocked()
 	if ifEmpty && q.mu.ready > 0 {
-		return 0, Errorf(CodePreconditionFailed, "%s not empty", rs("queue", q.def.Name, q.def.VHost))
+		return 0, qerr.Errorf(qerr.CodePreconditionFailed, "%s not empty", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	q.mu.closed = true
 	return q.mu.ready, nil
 }
 
-// finishShutdown ends a queue after beginShutdown: its consumers are
+// FinishShutdown ends a queue after BeginShutdown: its consumers are
 // cancelled (and told, when deleted), the dispatcher stops, publishes in
 // flight finish, and then the log is closed with the ack state persisted,
 // or deleted with it.
-func (q *Queue) finishShutdown(deleted bool) error {
+func (q *Queue) FinishShutdown(deleted bool) error {
 	q.mu.Lock()
 	consumers := q.mu.consumers
 	q.mu.consumers = nil
@@ -730,14 +864,14 @@ func (q *Queue) finishShutdown(deleted bool) error {
 	q.persistMu.Lock()
 	defer q.persistMu.Unlock()
 	q.timer.Stop()
-	errs := []error{q.b.persist.final(q, deleted)}
+	errs := []error{q.env.Persister.final(q, deleted)}
 	if deleted || !q.def.Durable {
 		errs = append(errs, q.log.Delete())
 	} else {
 		errs = append(errs, q.log.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("queues: close %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
+		return fmt.Errorf("queues: close %s: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
 	}
 	return nil
 }

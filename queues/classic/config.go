@@ -1,13 +1,17 @@
-package queues
+package classic
+
+import (
+	"github.com/warren-mq/warren/internal/amqptab"
+)
 
 // A classic queue's effective settings: its declare arguments combined
-// with the policy that applies to it (policy.go, policy_args.go), as
+// with the policy that applies to it (the broker's Args), as
 // rabbit_amqqueue_process:process_args_policy/1 resolves them: the
 // minimum of argument and policy for message-ttl, expires, max-length and
 // max-length-bytes; the argument wins for dead-letter-exchange,
 // dead-letter-routing-key and overflow. A policy change applies to the
 // existing queues at once, without a redeclare (the broker watches the
-// policies; see watchQueuePolicies). x-max-priority is an argument only:
+// policies and calls ApplyConfig). x-max-priority is an argument only:
 // it fixes the queue's priority levels when it is declared.
 //
 // What a change does, as in RabbitMQ: a new message TTL applies to
@@ -38,7 +42,7 @@ type queueConfig struct {
 	dlrk     string // dead-letter routing key, when hasDLRK
 	hasDLRK  bool
 	// deliveryLimit is a quorum queue's delivery limit; -1: unlimited
-	// (queue_quorum.go).
+	// (quorum.go).
 	deliveryLimit int64
 }
 
@@ -49,15 +53,14 @@ func (c *queueConfig) limited() bool { return c.maxLen >= 0 || c.maxBytes >= 0 }
 func (q *Queue) config() *queueConfig { return q.cfg.Load() }
 
 // resolveConfig resolves the queue's settings from its arguments and the
-// policy that applies to it now. It is the one place the policy lookup
-// plugs in.
+// policy that applies to it now (Broker.Args). It is the one place
+// the policy lookup plugs in.
 func (q *Queue) resolveConfig() *queueConfig {
 	kind := q.kind()
-	pol, _ := q.b.EffectivePolicy(q.def.VHost, q.def.Name, kind)
-	get := func(key string) (any, bool) { return EffectiveQueueArg(kind, key, q.def.Args, pol) }
+	get := q.env.Broker.Args(kind, &q.def)
 	intOr := func(key string, dflt int64) int64 {
 		if v, ok := get(key); ok {
-			if n, ok := argInt(v); ok {
+			if n, ok := amqptab.DecodedInt(v); ok {
 				return n
 			}
 		}
@@ -81,7 +84,7 @@ func (q *Queue) resolveConfig() *queueConfig {
 			c.overflow = overflowRejectPublish
 		case "reject-publish-dlx":
 			c.overflow = overflowRejectPublishDLX
-			if kind == QueueQuorum {
+			if kind == TypeQuorum {
 				c.overflow = overflowRejectPublish // as RabbitMQ's quorum queues (a warning there)
 			}
 		}
@@ -93,7 +96,7 @@ func (q *Queue) resolveConfig() *queueConfig {
 		c.dlrk, c.hasDLRK = asString(v)
 	}
 	c.deliveryLimit = -1
-	if kind == QueueQuorum {
+	if kind == TypeQuorum {
 		c.deliveryLimit = deliveryLimitOf(get("delivery-limit"))
 	}
 	return c
@@ -117,16 +120,16 @@ func maxPriorityOf(args map[string]any) int {
 	if !ok {
 		return 0
 	}
-	n, ok := argInt(v)
+	n, ok := amqptab.DecodedInt(v)
 	if !ok {
 		return 0
 	}
 	return int(max(1, min(n, 255)))
 }
 
-// applyConfig re-resolves the queue's settings (a policy changed) and
+// ApplyConfig re-resolves the queue's settings (a policy changed) and
 // applies what changed.
-func (q *Queue) applyConfig() {
+func (q *Queue) ApplyConfig() {
 	c := q.resolveConfig()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -138,17 +141,4 @@ func (q *Queue) applyConfig() {
 		q.touchLocked() // rabbit_amqqueue_process:init_exp restarts the timer
 	}
 	q.dropHeadLocked()
-}
-
-// watchQueuePolicies makes policy changes apply to the vhost's classic
-// queues. Called once per broker, before the first queue opens.
-func (b *Broker) watchQueuePolicies() {
-	reg := b.queueReg()
-	reg.watchOnce.Do(func() {
-		b.WatchPolicies(func(vhost string) {
-			for _, q := range b.Queues(vhost) {
-				q.applyConfig()
-			}
-		})
-	})
 }

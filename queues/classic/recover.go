@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"encoding/binary"
@@ -6,27 +6,15 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/warren-mq/warren/internal/rangeset"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
 )
 
-// A durable queue's persisted state, besides its log, is its ack state in
-// the catalog under qa/<id>, written by the broker's persister
-// (queue_persist.go):
-//
-//	+------------+------------------------+-----------------------------+----------------------+
-//	| version u8 | delivered mark uvarint | settled ranges (rangeset)   | counts (version 2)   |
-//	+------------+------------------------+-----------------------------+----------------------+
-//
-// The settled ranges are those of rangeset.Set.AppendTo. The delivered mark
-// is a reservation: every message below it may have been delivered. The
-// counts are a quorum queue's delivery counts (appendCountsLocked; an
-// empty list for other queues). Version 1, without counts, is still read.
-//
-// The persister writes it with sync at most persistInterval after a
-// change, and the queue writes it exactly when it closes. After a crash,
+// The ack state and recovery. The ack state's format, under qa/<id> in
+// the catalog, is the package doc's (doc.go). The persister writes it
+// with sync at most persistInterval after a change, and the queue writes
+// it exactly when it closes (persist.go). After a crash,
 // what was settled after the last write is not settled any more: those
 // messages, and the delivered-but-unacked ones, are delivered again (at
 // least once, never lost). Messages below the delivered mark come back
@@ -38,7 +26,7 @@ import (
 // are settled, as RabbitMQ drops them, and the ready messages are
 // rebuilt. The scan reads the header of every chunk from the head on, and
 // the data only of chunks that hold a transient message or one with an
-// expiration property (they carry a Bloom filter; see queue_record.go) —
+// expiration property (they carry a Bloom filter; see doc.go) —
 // or of every chunk for a priority queue or one with x-max-length-bytes,
 // which need each message's priority or size. A backlog of plain
 // persistent messages costs one small read per chunk.
@@ -64,6 +52,21 @@ import (
 //     bytes limit) are unknown: they do not count toward a bytes limit a
 //     policy sets later. Requeued messages of a classic queue come back
 //     in id order with the fresh ones, as RabbitMQ's classic queues do.
+
+// AckKeyPrefix starts the catalog keys of the queues' ack states.
+const AckKeyPrefix = "qa/"
+
+// AckKey is the catalog key of the ack state of the queue whose log has
+// directory id: qa/<id u64 big-endian>.
+func AckKey(id uint64) []byte { return binary.BigEndian.AppendUint64([]byte(AckKeyPrefix), id) }
+
+// AckKeyID returns the queue id of an ack state's key.
+func AckKeyID(key []byte) (uint64, bool) {
+	if len(key) != len(AckKeyPrefix)+8 || string(key[:len(AckKeyPrefix)]) != AckKeyPrefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(AckKeyPrefix):]), true
+}
 
 // ackStateVersion is the format version of the persisted ack state; part of
 // the on-disk format.
@@ -174,7 +177,7 @@ func readCounts(b []byte) (map[uint64]uint32, []byte, error) {
 // persistTick runs on the sweep timer.
 func (q *Queue) persistTick() {
 	if err := q.sweep(); err != nil {
-		q.b.log.Error("queues: sweep", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.Logger.Error("queues: sweep", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 	}
 }
 
@@ -224,18 +227,9 @@ func (q *Queue) sweep() error {
 // state and its log. No other goroutine uses the queue yet; its timers
 // start, and expired messages go, in start, once every queue is open.
 func (q *Queue) recover() error {
-	var as ackState
-	val, closer, err := q.b.cat.db.Get(ackKey(q.def.ID))
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
+	as, err := q.env.Persister.load(q.def.ID)
+	if err != nil {
 		return err
-	default:
-		as, err = decodeAckState(val)
-		closer.Close()
-		if err != nil {
-			return err
-		}
 	}
 	set, mark := as.settled, as.mark
 	st := q.log.Stats()

@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"bytes"

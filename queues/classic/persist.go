@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"cmp"
@@ -13,14 +13,15 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Persisting the ack state of durable queues.
 //
 // Besides its log, a durable queue must remember across a crash what
 // changes with every delivery and ack: its settled ranges, its delivered
-// mark and, for a quorum queue, delivery counts (the format is in
-// queue_recover.go). The state is kept in memory and written to the
+// mark and, for a quorum queue, delivery counts (the format is in the
+// package doc, doc.go). The state is kept in memory and written to the
 // catalog by the broker's persister, one goroutine that writes the state
 // of every queue that changed in one pebble batch committed with sync, at
 // most persistInterval after the change (at once after a quiet spell). An
@@ -57,7 +58,8 @@ import (
 // taker never goes past what is on disk, whichever of the old and the new
 // state a crash leaves there.
 //
-// Lock order: persister.flushMu → Queue.mu → persister.mu.
+// Lock order: Queue.persistMu → Persister.flushMu → Queue.mu →
+// Persister.mu.
 
 // Reservation settings.
 const (
@@ -72,8 +74,9 @@ const (
 // the queue (and closes the channel hurry returned) when it has.
 var errPersistWait = errors.New("queues: delivery waits for the ack state to be persisted")
 
-// persister writes the ack state of durable queues (see above).
-type persister struct {
+// Persister writes the ack state of the durable queues of one broker (see
+// above): one per broker, shared through Env.
+type Persister struct {
 	db   *pebble.DB
 	log  *slog.Logger
 	wake chan struct{} // cap 1: there is work, or closing
@@ -97,14 +100,16 @@ type persister struct {
 	}
 }
 
-func newPersister(db *pebble.DB, log *slog.Logger) *persister {
-	p := &persister{db: db, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// NewPersister starts the persister of the queues whose ack states are
+// kept in db (the broker's catalog). Close stops it.
+func NewPersister(db *pebble.DB, log *slog.Logger) *Persister {
+	p := &Persister{db: db, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	p.mu.next = make(chan struct{})
 	go pprof.Do(context.Background(), pprof.Labels("queues", "persister"), func(context.Context) { p.run() })
 	return p
 }
 
-func (p *persister) signal() {
+func (p *Persister) signal() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -113,7 +118,7 @@ func (p *persister) signal() {
 
 // add queues q for the next flush.
 // REQUIRES: q.mu held; q is durable and not already queued (q.mu.dirty).
-func (p *persister) add(q *Queue) {
+func (p *Persister) add(q *Queue) {
 	p.mu.Lock()
 	p.mu.dirty = append(p.mu.dirty, q)
 	first := len(p.mu.dirty) == 1
@@ -125,7 +130,7 @@ func (p *persister) add(q *Queue) {
 
 // hurry asks for a flush now and returns a channel closed when a flush
 // that started after the call has landed.
-func (p *persister) hurry() <-chan struct{} {
+func (p *Persister) hurry() <-chan struct{} {
 	p.mu.Lock()
 	p.mu.urgent = true
 	ch := p.mu.next
@@ -136,7 +141,7 @@ func (p *persister) hurry() <-chan struct{} {
 
 // run is the persister goroutine: it flushes when a taker waits, and
 // otherwise at most once per persistInterval while queues change.
-func (p *persister) run() {
+func (p *Persister) run() {
 	defer close(p.done)
 	var due time.Time // the earliest regular flush: persistInterval after the last
 	t := time.NewTimer(time.Hour)
@@ -169,9 +174,10 @@ func (p *persister) run() {
 	}
 }
 
-// close stops the persister. Queues write their final state themselves
-// (final); whatever else is pending is dropped, as a crash would.
-func (p *persister) close() {
+// Close stops the persister, after the queues' FinishShutdown. Queues
+// write their final state themselves (final); whatever else is pending
+// is dropped, as a crash would.
+func (p *Persister) Close() {
 	p.mu.Lock()
 	p.mu.closed = true
 	p.mu.Unlock()
@@ -192,7 +198,7 @@ type stateWrite struct {
 }
 
 // flush writes the state of every queue that changed.
-func (p *persister) flush() {
+func (p *Persister) flush() {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.mu.Lock()
@@ -222,7 +228,7 @@ func (p *persister) flush() {
 		ws = append(ws, w)
 	}
 	for _, w := range ws {
-		if err := batch.Set(ackKey(w.q.def.ID), w.val, nil); err != nil {
+		if err := batch.Set(AckKey(w.q.def.ID), w.val, nil); err != nil {
 			p.failed(ws, err)
 			return
 		}
@@ -256,7 +262,7 @@ func (p *persister) flush() {
 // dirty and are tried again after persistInterval; their takers keep
 // the bounds lowered at encoding.
 // REQUIRES: p.flushMu held; called by run.
-func (p *persister) failed(ws []stateWrite, err error) {
+func (p *Persister) failed(ws []stateWrite, err error) {
 	p.log.Error("queues: persist ack state", "queues", len(ws), "err", err)
 	p.retryAt = time.Now().Add(persistInterval)
 	for _, w := range ws {
@@ -275,7 +281,7 @@ func (p *persister) failed(ws []stateWrite, err error) {
 // final writes q's last state (or deletes it, for a deleted queue) and
 // stops its persisting. The queue has no consumers and takes nothing any
 // more.
-func (p *persister) final(q *Queue, deleted bool) error {
+func (p *Persister) final(q *Queue, deleted bool) error {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	q.mu.Lock()
@@ -289,12 +295,28 @@ func (p *persister) final(q *Queue, deleted bool) error {
 	case !q.def.Durable:
 		return nil
 	case deleted:
-		return q.b.cat.delete(ackKey(q.def.ID))
+		if err := p.db.Delete(AckKey(q.def.ID), pebble.Sync); err != nil {
+			return fmt.Errorf("queues: delete ack state of %s: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
+		}
+		return nil
 	}
-	if err := p.db.Set(ackKey(q.def.ID), val, pebble.Sync); err != nil {
-		return fmt.Errorf("queues: persist ack state of %s: %w", rs("queue", q.def.Name, q.def.VHost), err)
+	if err := p.db.Set(AckKey(q.def.ID), val, pebble.Sync); err != nil {
+		return fmt.Errorf("queues: persist ack state of %s: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
 	}
 	return nil
+}
+
+// load reads queue id's ack state, the zero state when it has none.
+func (p *Persister) load(id uint64) (ackState, error) {
+	val, closer, err := p.db.Get(AckKey(id))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return ackState{}, nil
+	case err != nil:
+		return ackState{}, err
+	}
+	defer closer.Close()
+	return decodeAckState(val)
 }
 
 // encodeStateLocked appends the queue's persisted state to dst and
@@ -325,7 +347,7 @@ func (q *Queue) encodeStateLocked(dst []byte, final bool) (out []byte, mark, cov
 	if mark > q.mu.deliveredMark && len(q.mu.consumers) == 0 && !final {
 		// Write again once unused, to bring the reservation back.
 		q.mu.dirty = true
-		q.b.persist.add(q)
+		q.env.Persister.add(q)
 	}
 	out = q.appendAckStateLocked(dst, mark, ahead)
 	return out, mark, cover
@@ -370,7 +392,7 @@ func (q *Queue) mayDeliverLocked(id uint64, req bool, seq uint64) bool {
 	}
 	q.mu.markWanted = true
 	q.markDirtyLocked()
-	q.b.persist.hurry()
+	q.env.Persister.hurry()
 	return false
 }
 
@@ -381,7 +403,7 @@ func (q *Queue) renewLocked() {
 	if !q.mu.renewAsked && q.mu.deliveredMark+q.mu.stride/2 >= q.mu.markSafe {
 		q.mu.renewAsked = true
 		q.markDirtyLocked()
-		q.b.persist.hurry()
+		q.env.Persister.hurry()
 	}
 }
 

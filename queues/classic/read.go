@@ -1,10 +1,11 @@
-package queues
+package classic
 
 import (
 	"encoding/binary"
 	"fmt"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/qerr"
 	"github.com/warren-mq/warren/segment"
 )
 
@@ -53,7 +54,7 @@ func (t *takeReaders) close() {
 // Messages due to expire are expired on the way (never delivered), and a
 // record that does not parse is dropped (logged). It returns
 // errPersistWait when the head may go out only once the persister has
-// written the queue's state (queue_persist.go).
+// written the queue's state (persist.go).
 func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 	for {
 		q.mu.Lock()
@@ -74,7 +75,7 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 		}
 		raw, found, _, err := cr.record(id)
 		if err != nil {
-			return taken{}, false, fmt.Errorf("%s: offset %d: %w", rs("queue", q.def.Name, q.def.VHost), id, err)
+			return taken{}, false, fmt.Errorf("%s: offset %d: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), id, err)
 		}
 		var rec record
 		var perr error
@@ -136,7 +137,7 @@ func (q *Queue) logDropped(id uint64, found bool, err error) {
 	if !found {
 		err = fmt.Errorf("requeued message missing from the log")
 	}
-	q.b.log.Error("queues: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+	q.env.Logger.Error("queues: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
 }
 
 // chunkReader reads records by offset through an osiris Reader, keeping

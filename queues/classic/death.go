@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"fmt"
@@ -85,11 +85,9 @@ type death struct {
 // deadLetter is a message ready to be republished to a dead-letter
 // exchange.
 type deadLetter struct {
-	rec        []byte   // the new record, a segment simple entry
-	keys       []string // routing keys at the dead-letter exchange
-	headers    map[string]any
-	props      RoutingProps
-	deaths     []death // the new history, newest first
+	rec        []byte     // the new record, a segment simple entry
+	route      DeadLetter // what routing reads of it
+	deaths     []death    // the new history, newest first
 	persistent bool
 }
 
@@ -205,9 +203,9 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 	props := amqptab.AppendProps(nil, rec.props, &pv, amqptab.FlagExpiration, table)
 
 	dl := &deadLetter{deaths: deaths, persistent: rec.persistent}
-	dl.keys = msgKeys
+	dl.route.Keys = msgKeys
 	if hasDLRK {
-		dl.keys = []string{dlrk}
+		dl.route.Keys = []string{dlrk}
 	}
 	var flags byte = recDeadLettered
 	if rec.persistent {
@@ -216,28 +214,15 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 	if hasDLRK || rec.keysOnly {
 		flags |= recKeysOnly
 	}
-	dl.rec = encodeRecord(nil, flags, dlx, dl.keys[0], props, rec.body)
-	if dl.headers, _, err = amqptab.ReadTable(table); err != nil {
+	dl.rec = encodeRecord(nil, flags, dlx, dl.route.Keys[0], props, rec.body)
+	if dl.route.Headers, _, err = amqptab.ReadTable(table); err != nil {
 		return nil, err
 	}
-	npv, err := amqptab.ScanProps(props)
-	if err != nil {
+	if dl.route.PropsView, err = amqptab.ScanProps(props); err != nil {
 		return nil, err
 	}
-	dl.props = routingPropsOf(props, &npv)
+	dl.route.Props = props
 	return dl, nil
-}
-
-// routingPropsOf returns the properties routing reads.
-func routingPropsOf(raw []byte, pv *amqptab.Props) RoutingProps {
-	var rp RoutingProps
-	rp.MessageID = pv.Value(raw, amqptab.FlagMessageID)
-	rp.CorrelationID = pv.Value(raw, amqptab.FlagCorrelationID)
-	if ts := pv.Value(raw, amqptab.FlagTimestamp); ts != nil {
-		v, _ := amqptab.Int('l', ts)
-		rp.Timestamp, rp.HasTimestamp = uint64(v), true
-	}
-	return rp
 }
 
 // readDeaths reads an x-death array the broker wrote. Entries it cannot

@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"encoding/binary"
@@ -7,38 +7,8 @@ import (
 	"slices"
 )
 
-// Classic queue log records.
-//
-// A classic queue's log (package osiris) holds one segment simple entry per
-// message; its record is AMQP 0-9-1 native, so that a delivery re-encodes
-// nothing:
-//
-//	+----------+--------+----------+--------+-------------+------------+-------------+------+
-//	| flags u8 | xlen u8| exchange | klen u8| routing key | plen u32   | properties  | body |
-//	+----------+--------+----------+--------+-------------+------------+-------------+------+
-//
-// flags bit 0 is persistent (delivery-mode 2). Bit 1 (recDeadLettered)
-// marks a record the broker wrote when it dead-lettered a message: its
-// x-death header is the broker's death history (queue_death.go); a
-// client's x-death header is not. Bit 2 (recKeysOnly) says the message's
-// routing keys are its routing key alone, not also its CC header (it was
-// dead-lettered with x-dead-letter-routing-key). The other bits are zero;
-// bits 1 and 2 came with dead-lettering (a reader that predates them
-// drops such records as malformed). exchange and routing key are AMQP
-// shortstrs. properties are the content
-// header's property flags (u16) and values exactly as consumers get them.
-// The body is the rest of the record. Integers are big-endian.
-//
-// The entry around the record is the segment simple entry: u32 size, then
-// the record. EncodeRecord writes both, so one encoded message is appended
-// as is to every queue it is routed to.
-//
-// A queue log of a durable queue also marks transient messages in the
-// chunk Bloom filter (filter value "t"), and persistent messages with an
-// expiration property (filter value "e"): a chunk without a Bloom filter
-// holds only persistent messages without a per-message TTL, which lets
-// recovery count them from the chunk headers alone (see
-// queue_recover.go).
+// Classic queue log records: the codec of the format the package doc
+// draws (doc.go).
 
 // These constants are part of the on-disk format and must not be changed.
 const (

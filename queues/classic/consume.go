@@ -1,4 +1,4 @@
-package queues
+package classic
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Consumers and the dispatcher.
@@ -111,6 +113,9 @@ func (c *Consumer) Tag() string { return c.tag }
 // Queue returns the consumer's queue.
 func (c *Consumer) Queue() *Queue { return c.q }
 
+// Stop cancels the consumer at its queue (Cancel).
+func (c *Consumer) Stop() { c.q.Cancel(c) }
+
 // hasRoomLocked reports whether c may get another delivery, leaving the
 // channel limit aside.
 // REQUIRES: c.q.mu held.
@@ -123,7 +128,7 @@ func (c *Consumer) hasRoomLocked() bool {
 // consumer (403); an exclusive queue refuses other connections (405).
 func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 	if o.Sink == nil {
-		return nil, Errorf(CodeInternalError, "consumer without a sink")
+		return nil, qerr.Errorf(qerr.CodeInternalError, "consumer without a sink")
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -134,11 +139,11 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 		return nil, err
 	}
 	if q.mu.exclusiveConsumer || (o.Exclusive && len(q.mu.consumers) > 0) {
-		return nil, Errorf(CodeAccessRefused, "%s in exclusive use", rs("queue", q.def.Name, q.def.VHost))
+		return nil, qerr.Errorf(qerr.CodeAccessRefused, "%s in exclusive use", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	sac := q.singleActive()
 	if sac && o.Exclusive {
-		return nil, Errorf(CodeAccessRefused, "%s in exclusive use", rs("queue", q.def.Name, q.def.VHost))
+		return nil, qerr.Errorf(qerr.CodeAccessRefused, "%s in exclusive use", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, exclusive: o.Exclusive, prefetch: o.Prefetch, priority: o.Priority, ch: o.Channel, sink: o.Sink}
 	q.addConsumerLocked(c)
@@ -151,7 +156,7 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 	}
 	q.armExpiresLocked() // in use: x-expires waits
 	if q.def.Durable {
-		q.renewLocked() // reserve ahead now rather than at the first delivery (queue_persist.go)
+		q.renewLocked() // reserve ahead now rather than at the first delivery (persist.go)
 	}
 	if !q.mu.dispatching {
 		q.mu.dispatching = true
@@ -198,12 +203,12 @@ func (q *Queue) Cancel(c *Consumer) {
 	autoDelete := q.def.AutoDelete && q.mu.hadConsumer && len(q.mu.consumers) == 0 && !q.mu.closed
 	if len(q.mu.consumers) == 0 && !q.mu.closed {
 		q.touchLocked()     // unused from now: x-expires counts from here
-		q.markDirtyLocked() // the persisted state goes back to exact (queue_persist.go)
+		q.markDirtyLocked() // the persisted state goes back to exact (persist.go)
 	}
 	q.mu.Unlock()
 	q.Kick() // a dispatcher without consumers exits
 	if autoDelete {
-		q.b.autoDeleteQueue(q)
+		q.env.Broker.Unused(q)
 	}
 }
 
@@ -298,7 +303,7 @@ func (q *Queue) dispatch(done chan struct{}) {
 				continue
 			}
 			if err != nil {
-				q.b.log.Error("queues: dispatch", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+				q.env.Logger.Error("queues: dispatch", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 				<-q.kick // retry on the next event rather than spin
 			}
 			continue

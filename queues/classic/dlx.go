@@ -1,10 +1,12 @@
-package queues
+package classic
 
 import (
 	"context"
 	"errors"
 	"runtime/pprof"
 	"sync"
+
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // Dead-lettering (x-dead-letter-exchange, x-dead-letter-routing-key),
@@ -16,7 +18,7 @@ import (
 // exchange it is just settled. With one, it is claimed (q.mu.claimed: no
 // longer ready, not yet settled) and handed to the queue's dead-letter
 // worker, a goroutine that runs while there is work: it reads the message
-// back from the log, makes the new record (queue_death.go), routes it
+// back from the log, makes the new record (death.go), routes it
 // through the dead-letter exchange (a missing exchange drops the message,
 // as RabbitMQ does), leaves out the target queues that would close a
 // cycle without a rejection (a cycle drops the message, as RabbitMQ),
@@ -148,7 +150,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 					if err == nil {
 						err = errors.New("message missing from the log")
 					}
-					q.b.log.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
+					q.env.Logger.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
 					continue
 				}
 				rec, err := parseRecord(raw)
@@ -173,53 +175,32 @@ func (q *Queue) deadLetterOne(wg *sync.WaitGroup, cfg *queueConfig, rec record, 
 	}
 	dl, err := buildDeadLetter(rec, q.def.Name, reason, cfg.dlx, cfg.dlrk, cfg.hasDLRK, q.nowMs())
 	if err != nil {
-		q.b.log.Error("queues: dead-letter: cannot rewrite message", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
+		q.env.Logger.Error("queues: dead-letter: cannot rewrite message", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
 		return dst
 	}
-	names, err := q.b.routeDeadLetter(q.def.VHost, cfg.dlx, dl, dst[:0])
+	names, err := q.env.Broker.RouteDeadLetter(q.def.VHost, cfg.dlx, &dl.route, dst[:0])
 	if err != nil {
 		return names // no such exchange: dropped (rabbit_amqqueue_process:with_dlx)
 	}
 	for _, name := range names {
 		if reason != reasonRejected && isDeathCycle(name, dl.deaths) {
 			if !q.cycleLogged.Swap(true) {
-				q.b.log.Warn("queues: message dropped: dead-letter cycle without reason 'rejected' (logged once per queue)",
+				q.env.Logger.Warn("queues: message dropped: dead-letter cycle without reason 'rejected' (logged once per queue)",
 					"vhost", q.def.VHost, "queue", q.def.Name, "target", name)
 			}
 			continue
 		}
-		tq, err := q.b.Queue(q.def.VHost, name)
+		tq, err := q.env.Broker.Queue(q.def.VHost, name)
 		if err != nil {
 			continue
 		}
 		wg.Add(1)
 		tq.Publish(dl.rec, dl.persistent, func(err error) {
-			if err != nil && !errors.Is(err, ErrRejectPublish) && !errors.Is(err, ErrNotFound) {
-				q.b.log.Error("queues: dead-letter: publish", "vhost", q.def.VHost, "queue", q.def.Name, "target", name, "err", err)
+			if err != nil && !errors.Is(err, ErrRejectPublish) && !errors.Is(err, qerr.ErrNotFound) {
+				q.env.Logger.Error("queues: dead-letter: publish", "vhost", q.def.VHost, "queue", q.def.Name, "target", name, "err", err)
 			}
 			wg.Done()
 		})
 	}
 	return names
-}
-
-// routeDeadLetter routes a dead-lettered message through exchange, as
-// RouteMessage does but also through an internal exchange (RabbitMQ
-// routes dead letters with rabbit_exchange:route/3, which does not check
-// internal). A missing exchange is 404.
-func (b *Broker) routeDeadLetter(vhost, exchange string, dl *deadLetter, dst []string) ([]string, error) {
-	vt, err := b.topoVHost(vhost)
-	if err != nil {
-		return dst, err
-	}
-	vt.mu.RLock()
-	defer vt.mu.RUnlock()
-	x := vt.exchanges[exchange]
-	if x == nil {
-		return dst, errNoExchange(vhost, exchange)
-	}
-	if exchange == "" {
-		return vt.routeDefaultLocked(dl.keys, dst), nil
-	}
-	return vt.routeLocked(x, dl.keys, dl.headers, &dl.props, dst), nil
 }

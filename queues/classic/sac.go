@@ -1,4 +1,8 @@
-package queues
+package classic
+
+import (
+	"github.com/warren-mq/warren/queues/qerr"
+)
 
 // Consumer priorities (x-priority) and single active consumer
 // (x-single-active-consumer) for classic queues.
@@ -23,7 +27,7 @@ func (q *Queue) singleActive() bool {
 // consumer (405), as rabbit_quorum_queue:dequeue.
 func (q *Queue) CheckGet() error {
 	if q.Quorum() && q.singleActive() {
-		return Errorf(CodeResourceLocked, "cannot obtain access to locked %s. basic.get operations are not supported by quorum queues with single active consumer", rs("queue", q.def.Name, q.def.VHost))
+		return qerr.Errorf(qerr.CodeResourceLocked, "cannot obtain access to locked %s. basic.get operations are not supported by quorum queues with single active consumer", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	return nil
 }
@@ -102,25 +106,4 @@ func (q *Queue) reservePriorityLocked() *Consumer {
 		lo = hi
 	}
 	return nil
-}
-
-// ConsumerPriority checks a basic.consume's arguments for q (as
-// rabbit_amqqueue:check_consume_arguments) and returns its x-priority.
-// x-consumer-timeout is for quorum queues only.
-func (q *Queue) ConsumerPriority(args map[string]any) (int, error) {
-	res := rs("queue", q.def.Name, q.def.VHost)
-	if _, ok := args["x-consumer-timeout"]; ok {
-		if !q.Quorum() {
-			return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_classic_queue", "x-consumer-timeout", res)
-		}
-	}
-	v, ok := args["x-priority"]
-	if !ok {
-		return 0, nil
-	}
-	n, ok := argInt(v)
-	if !ok {
-		return 0, Errorf(CodePreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", "x-priority", res, fieldType(v))
-	}
-	return int(n), nil
 }

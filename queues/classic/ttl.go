@@ -1,8 +1,7 @@
-package queues
+package classic
 
 import (
 	"container/heap"
-	"errors"
 	"time"
 )
 
@@ -14,7 +13,7 @@ import (
 // instant is fixed when it is enqueued and kept when it is requeued. The
 // enqueue instant is when the queue hands the message's batch to its log
 // (at most one group commit after the publish arrived); after a restart
-// it is the chunk's timestamp (queue_recover.go).
+// it is the chunk's timestamp (recover.go).
 // RabbitMQ expires classic queue messages only at the head of the queue
 // (rabbit_amqqueue_process:drop_expired_msgs), so an expired message
 // behind a live one is counted and waits. Warren keeps the expiries of
@@ -62,7 +61,7 @@ func (h *expiryHeap) Pop() any {
 
 // nowMs is the broker clock in Unix milliseconds.
 func (q *Queue) nowMs() int64 {
-	if now := q.b.opts.StreamOptions.Now; now != nil {
+	if now := q.env.Now; now != nil {
 		return now().UnixMilli()
 	}
 	return time.Now().UnixMilli()
@@ -243,7 +242,7 @@ func (q *Queue) expiresTick() {
 		return
 	}
 	q.mu.Unlock()
-	q.b.expireQueue(q)
+	q.env.Broker.Expired(q)
 }
 
 // expiredUnusedLocked reports whether the queue has been unused for its
@@ -254,26 +253,14 @@ func (q *Queue) expiredUnusedLocked() bool {
 	return exp > 0 && len(q.mu.consumers) == 0 && q.nowMs() >= q.mu.lastUsed+exp
 }
 
-// expireQueue deletes a queue whose x-expires period passed unused,
-// unless it was used meanwhile. Its messages are not dead-lettered.
-func (b *Broker) expireQueue(q *Queue) {
-	reg := b.queueReg()
-	reg.opMu.Lock()
-	if reg.get(q.def.VHost, q.def.Name) != q {
-		reg.opMu.Unlock()
-		return
-	}
+// BeginExpiry marks the queue closed, as BeginShutdown does, if its
+// x-expires period passed unused; it reports whether it did.
+func (q *Queue) BeginExpiry() bool {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.mu.closed || !q.expiredUnusedLocked() {
-		q.mu.Unlock()
-		reg.opMu.Unlock()
-		return
+		return false
 	}
 	q.mu.closed = true
-	q.mu.Unlock()
-	err := b.unregisterQueueLocked(reg, q)
-	reg.opMu.Unlock()
-	if err = errors.Join(err, q.finishShutdown(true)); err != nil {
-		b.log.Error("queues: x-expires", "vhost", q.def.VHost, "queue", q.def.Name, "err", err)
-	}
+	return true
 }

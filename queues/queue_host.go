@@ -1,0 +1,103 @@
+package queues
+
+import (
+	"errors"
+
+	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/queues/classic"
+)
+
+// The broker's side of what its queues need of it (classic.Broker).
+
+// queueHost is the broker as its queues see it.
+type queueHost struct{ b *Broker }
+
+var _ classic.Broker = queueHost{}
+
+// Args resolves a queue's settings from its declare arguments and the
+// policy that applies to it now (policy.go, policy_args.go).
+func (h queueHost) Args(kind string, def *QueueDef) func(key string) (any, bool) {
+	pol, _ := h.b.EffectivePolicy(def.VHost, def.Name, kind)
+	return func(key string) (any, bool) { return EffectiveQueueArg(kind, key, def.Args, pol) }
+}
+
+// RouteDeadLetter routes a dead-lettered message through exchange, as
+// RouteMessage does but also through an internal exchange (RabbitMQ
+// routes dead letters with rabbit_exchange:route/3, which does not check
+// internal). A missing exchange is 404.
+func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *classic.DeadLetter, dst []string) ([]string, error) {
+	vt, err := h.b.topoVHost(vhost)
+	if err != nil {
+		return dst, err
+	}
+	vt.mu.RLock()
+	defer vt.mu.RUnlock()
+	x := vt.exchanges[exchange]
+	if x == nil {
+		return dst, errNoExchange(vhost, exchange)
+	}
+	if exchange == "" {
+		return vt.routeDefaultLocked(dl.Keys, dst), nil
+	}
+	props := routingPropsOf(dl.Props, &dl.PropsView)
+	return vt.routeLocked(x, dl.Keys, dl.Headers, &props, dst), nil
+}
+
+// routingPropsOf returns the properties routing reads.
+func routingPropsOf(raw []byte, pv *amqptab.Props) RoutingProps {
+	var rp RoutingProps
+	rp.MessageID = pv.Value(raw, amqptab.FlagMessageID)
+	rp.CorrelationID = pv.Value(raw, amqptab.FlagCorrelationID)
+	if ts := pv.Value(raw, amqptab.FlagTimestamp); ts != nil {
+		v, _ := amqptab.Int('l', ts)
+		rp.Timestamp, rp.HasTimestamp = uint64(v), true
+	}
+	return rp
+}
+
+// Queue returns an open queue, or a 404 *Error.
+func (h queueHost) Queue(vhost, name string) (*Queue, error) { return h.b.Queue(vhost, name) }
+
+// Unused deletes an auto-delete queue whose last consumer went, unless
+// it got a new one meanwhile.
+func (h queueHost) Unused(q *Queue) {
+	h.b.deleteQueueIf(q, "queues: auto-delete", func() bool {
+		_, err := q.BeginShutdown(true /* ifUnused */, false)
+		return err == nil
+	})
+}
+
+// Expired deletes a queue whose x-expires period passed unused, unless
+// it was used meanwhile. Its messages are not dead-lettered.
+func (h queueHost) Expired(q *Queue) { h.b.deleteQueueIf(q, "queues: x-expires", q.BeginExpiry) }
+
+// deleteQueueIf deletes q, if it is still registered and begin (the
+// first half of its shutdown, under the registry's opMu) succeeds. A
+// failure is logged as what.
+func (b *Broker) deleteQueueIf(q *Queue, what string, begin func() bool) {
+	def := q.Def()
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	if reg.get(def.VHost, def.Name) != q || !begin() {
+		reg.opMu.Unlock()
+		return
+	}
+	err := b.unregisterQueueLocked(reg, q)
+	reg.opMu.Unlock()
+	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
+		b.log.Error(what, "vhost", def.VHost, "queue", def.Name, "err", err)
+	}
+}
+
+// watchQueuePolicies makes policy changes apply to the vhost's classic
+// queues. Called once per broker, before the first queue opens.
+func (b *Broker) watchQueuePolicies() {
+	reg := b.queueReg()
+	reg.watchOnce.Do(func() {
+		b.WatchPolicies(func(vhost string) {
+			for _, q := range b.Queues(vhost) {
+				q.ApplyConfig()
+			}
+		})
+	})
+}
