@@ -4,7 +4,11 @@
 // AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
 // headers.go, route_hash*.go), and classic queues as views over private
 // logs (queue.go, classic*.go; their settled and claimed offsets are range
-// sets, package internal/rangeset), all catalogued in pebble.
+// sets, package internal/rangeset), and policies (policy.go: their catalog,
+// versions and watchers; stream_policy.go: stream retention under them),
+// all catalogued in pebble. What a policy is, its validation, which one
+// applies to an entity and how its values combine with declare arguments
+// are package queues/policy, which holds no state.
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):
@@ -19,7 +23,7 @@
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
 //	qa/<id u64 big-endian>     a queue's ack state (queue_recover.go, queue_persist.go)
 //	n/stream-id                the last directory id handed out (streams and queues)
-//	pol/<vhost> 0x00 <name>    Policy (policy.go; definition values as JSON)
+//	pol/<vhost> 0x00 <name>    policy.Policy (policy.go; definition values as JSON)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state

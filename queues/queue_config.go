@@ -1,7 +1,9 @@
 package queues
 
+import "github.com/warren-mq/warren/queues/policy"
+
 // A classic queue's effective settings: its declare arguments combined
-// with the policy that applies to it (policy.go, policy_args.go), as
+// with the policy that applies to it (policy.go, package policy), as
 // rabbit_amqqueue_process:process_args_policy/1 resolves them: the
 // minimum of argument and policy for message-ttl, expires, max-length and
 // max-length-bytes; the argument wins for dead-letter-exchange,
@@ -54,7 +56,7 @@ func (q *Queue) config() *queueConfig { return q.cfg.Load() }
 func (q *Queue) resolveConfig() *queueConfig {
 	kind := q.kind()
 	pol, _ := q.b.EffectivePolicy(q.def.VHost, q.def.Name, kind)
-	get := func(key string) (any, bool) { return EffectiveQueueArg(kind, key, q.def.Args, pol) }
+	get := func(key string) (any, bool) { return policy.EffectiveQueueArg(kind, key, q.def.Args, pol) }
 	intOr := func(key string, dflt int64) int64 {
 		if v, ok := get(key); ok {
 			if n, ok := argInt(v); ok {
