@@ -1,6 +1,9 @@
 package queues
 
-import "github.com/warren-mq/warren/queues/policy"
+import (
+	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/queues/policy"
+)
 
 // A classic queue's effective settings: its declare arguments combined
 // with the policy that applies to it (policy.go, package policy), as
@@ -89,26 +92,16 @@ func (q *Queue) resolveConfig() *queueConfig {
 		}
 	}
 	if v, ok := get("dead-letter-exchange"); ok {
-		c.dlx, c.hasDLX = asString(v)
+		c.dlx, c.hasDLX = amqptab.DecodedString(v)
 	}
 	if v, ok := get("dead-letter-routing-key"); ok {
-		c.dlrk, c.hasDLRK = asString(v)
+		c.dlrk, c.hasDLRK = amqptab.DecodedString(v)
 	}
 	c.deliveryLimit = -1
 	if kind == QueueQuorum {
 		c.deliveryLimit = deliveryLimitOf(get("delivery-limit"))
 	}
 	return c
-}
-
-func asString(v any) (string, bool) {
-	switch s := v.(type) {
-	case string:
-		return s, true
-	case []byte:
-		return string(s), true
-	}
-	return "", false
 }
 
 // maxPriorityOf returns the highest priority level of a queue declared

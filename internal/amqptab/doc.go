@@ -34,5 +34,6 @@
 // nested table is a map[string]any: bool, int8, uint8, int16, uint16,
 // int32, uint32, int64, float32, float64, Decimal, string, []byte, []any,
 // map[string]any, time.Time (UTC, whole seconds) and nil. DecodedInt
-// reads any of the integer ones as an int64.
+// reads any of the integer ones as an int64, DecodedString a string or a
+// byte array as a string.
 package amqptab

@@ -86,11 +86,11 @@ func intIn(lo, hi int64) func(any) (any, bool) {
 
 func anyInt(v any) (any, bool) { return intOf(v) }
 
-func anyString(v any) (any, bool) { return stringOf(v) }
+func anyString(v any) (any, bool) { return amqptab.DecodedString(v) }
 
 func oneOf(values ...string) func(any) (any, bool) {
 	return func(v any) (any, bool) {
-		s, ok := stringOf(v)
+		s, ok := amqptab.DecodedString(v)
 		return s, ok && slices.Contains(values, s)
 	}
 }
@@ -115,7 +115,7 @@ var validators = map[string]validator{
 	"overflow":                      {oneOf("drop-head", "reject-publish", "reject-publish-dlx"), "%s is not a valid overflow value"},
 	"delivery-limit":                {anyInt, "%s is not a valid delivery limit"},
 	"max-age": {func(v any) (any, bool) {
-		s, ok := stringOf(v)
+		s, ok := amqptab.DecodedString(v)
 		if !ok || s == "" || s[0] < '0' || s[0] > '9' {
 			return s, false
 		}
@@ -207,18 +207,6 @@ func intOf(v any) (int64, bool) {
 		return 0, false
 	}
 	return amqptab.DecodedInt(v)
-}
-
-// stringOf returns a string definition value (a JSON string, or an
-// AMQP binary).
-func stringOf(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case []byte:
-		return string(x), true
-	}
-	return "", false
 }
 
 // erlTerm prints a JSON-decoded value as Erlang's ~tp prints the term
