@@ -31,16 +31,21 @@ func waitPersisted(t *testing.T, b *Broker, q *Queue) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
+		// Under flushMu no flush is under way: q is dirty exactly when it
+		// is in the persister's list, and the flush that takes it starts
+		// after next is read, so it closes next when it lands. Without
+		// flushMu, a flush could take q and replace next before next is
+		// read, then encode q after dirty is read: next would wait for
+		// another flush, which may never come.
+		b.persist.flushMu.Lock()
 		b.persist.mu.Lock()
 		next := b.persist.mu.next
 		b.persist.mu.Unlock()
 		q.mu.Lock()
 		dirty := q.mu.dirty
 		q.mu.Unlock()
+		b.persist.flushMu.Unlock()
 		if !dirty {
-			//lint:ignore SA2001 taking flushMu waits for a flush in progress, which may have encoded q
-			b.persist.flushMu.Lock()
-			b.persist.flushMu.Unlock()
 			return
 		}
 		select {
