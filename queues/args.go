@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/policy"
 	"github.com/warren-mq/warren/queues/qerr"
 )
 
@@ -60,37 +61,14 @@ func StreamConfig(args map[string]string) (osiris.Config, error) {
 	return cfg, nil
 }
 
-// ParseMaxAge parses RabbitMQ's x-max-age form: a positive integer and a
-// unit, Y (365 days), M (30 days), D, h, m or s.
+// ParseMaxAge parses RabbitMQ's x-max-age form (see policy.ParseMaxAge):
+// a positive integer and a unit, Y (365 days), M (30 days), D, h, m or s.
 func ParseMaxAge(s string) (time.Duration, error) {
-	if len(s) < 2 {
+	d, ok := policy.ParseMaxAge(s)
+	if !ok {
 		return 0, fmt.Errorf("max-age %q: %w", s, ErrInvalidArgument)
 	}
-	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("max-age %q: %w", s, ErrInvalidArgument)
-	}
-	var unit time.Duration
-	switch s[len(s)-1] {
-	case 'Y':
-		unit = 365 * 24 * time.Hour
-	case 'M':
-		unit = 30 * 24 * time.Hour
-	case 'D':
-		unit = 24 * time.Hour
-	case 'h':
-		unit = time.Hour
-	case 'm':
-		unit = time.Minute
-	case 's':
-		unit = time.Second
-	default:
-		return 0, fmt.Errorf("max-age %q: %w", s, ErrInvalidArgument)
-	}
-	if n > int64(1<<63-1)/int64(unit) {
-		return 0, fmt.Errorf("max-age %q: %w", s, ErrInvalidArgument)
-	}
-	return time.Duration(n) * unit, nil
+	return d, nil
 }
 
 func unmarshal(b []byte, v any) error {

@@ -198,31 +198,4 @@ func TestStreamsCatalog(t *testing.T) {
 	}
 }
 
-func TestParseMaxAge(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"1Y", 365 * 24 * time.Hour, true},
-		{"2M", 60 * 24 * time.Hour, true},
-		{"7D", 7 * 24 * time.Hour, true},
-		{"1h", time.Hour, true},
-		{"30m", 30 * time.Minute, true},
-		{"10s", 10 * time.Second, true},
-		{"0s", 0, false},
-		{"-1h", 0, false},
-		{"h", 0, false},
-		{"10", 0, false},
-		{"10x", 0, false},
-		{"99999999999999Y", 0, false},
-	}
-	for _, tc := range tests {
-		got, err := ParseMaxAge(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseMaxAge(%q) = %v, %v; want %v, ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 var _ net.Addr = addr("")

@@ -5,13 +5,18 @@
 // headers.go, route_hash*.go), and the registry of classic and quorum
 // queues (queue.go: declare, lookup, delete, recovery; queue_args.go and
 // queue_quorum.go: the declare rules; queue_host.go: what the queues ask
-// of the broker), all catalogued in pebble.
+// of the broker), and policies (policy.go: their catalog, versions and
+// watchers; stream_policy.go: stream retention under them), all
+// catalogued in pebble.
 //
 // Sub-packages, which do not import queues:
 //
 //	classic  a classic or quorum queue: the view over its private log, its
 //	         ack state and the persister that writes it; queue_view.go
 //	         names its types for the front ends (Queue, Delivery, Sink, ...)
+//	policy   what a policy is, its validation, which one applies to an
+//	         entity and how its values combine with declare arguments; it
+//	         holds no state
 //	qerr     the errors that carry an AMQP reply code; errors.go names
 //	         them here (Error, Errorf, CodeNotFound, ...)
 //
@@ -28,7 +33,7 @@
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
 //	qa/<id u64 big-endian>     a queue's ack state (package classic)
 //	n/stream-id                the last directory id handed out (streams and queues)
-//	pol/<vhost> 0x00 <name>    Policy (policy.go; definition values as JSON)
+//	pol/<vhost> 0x00 <name>    policy.Policy (policy.go; definition values as JSON)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state

@@ -2,29 +2,23 @@ package queues
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/queues/policy"
 )
 
-// Policies, as RabbitMQ 4.3 has them (rabbit_policy, rabbit_policies and
-// the queue types' capabilities): named, pattern-matched definitions that
-// apply to existing and future queues and exchanges without redeclaring
-// them. At most one policy applies to an entity: among the policies of
-// its vhost whose pattern matches its name and whose apply-to fits it,
-// the one with the highest priority. Operator policies are not modelled.
-//
-// Validation is in policy_validate.go, the precedence of a policy value
-// over a declare argument in policy_args.go.
+// Policies: the broker keeps each vhost's policies (a policy.Set) in the
+// catalog, versions them, applies them to the exchanges and tells the
+// watchers. What a policy is, its validation, which one applies to an
+// entity and how its values combine with declare arguments are package
+// policy's.
 //
 // Catalog key (see doc.go):
 //
@@ -43,39 +37,9 @@ import (
 //	if v := b.PolicyVersion(q.vhost); v != q.polVersion {
 //		q.pol, _ = b.EffectivePolicy(q.vhost, q.name, q.typ)
 //		q.polVersion = v
-//		ttl, ok := EffectiveArg("message-ttl", q.args, q.pol)
+//		ttl, ok := policy.EffectiveArg("message-ttl", q.args, q.pol)
 //		...
 //	}
-
-// Policy apply-to values (rabbit_policy:apply_to_validation and the
-// queue types' policy_apply_to_name/0).
-const (
-	PolicyApplyAll           = "all"
-	PolicyApplyExchanges     = "exchanges"
-	PolicyApplyQueues        = "queues"
-	PolicyApplyClassicQueues = "classic_queues"
-	PolicyApplyQuorumQueues  = "quorum_queues"
-	PolicyApplyStreams       = "streams"
-)
-
-// PolicyKindExchange is the kind EffectivePolicy takes for exchanges;
-// queues pass their queue type (QueueClassic, QueueQuorum, QueueStream).
-const PolicyKindExchange = "exchange"
-
-// Policy is a RabbitMQ policy (rabbitmqctl set_policy).
-type Policy struct {
-	VHost   string
-	Name    string
-	Pattern string // regular expression, unanchored, matched against names
-	// ApplyTo is one of the PolicyApply* values; "" means "all".
-	ApplyTo  string
-	Priority int // the highest matching priority wins
-	// Definition maps policy keys ("message-ttl", not "x-message-ttl") to
-	// values: int64 for integers and string for strings once SetPolicy has
-	// validated it (it accepts any Go integer type, json.Number and
-	// integral float64, as encoding/json decodes JSON).
-	Definition map[string]any
-}
 
 // policyState is a broker's policies: an immutable snapshot per vhost,
 // replaced as a whole on every change, so that resolution takes no lock.
@@ -96,15 +60,16 @@ type policyState struct {
 
 // vhostPolicies is one vhost's policies. Immutable once published.
 type vhostPolicies struct {
-	version uint64            // changes with every change of the vhost's policies
-	list    []*compiledPolicy // resolution order: priority descending, then name
+	version uint64      // changes with every change of the vhost's policies
+	set     *policy.Set // never nil
 }
 
-// compiledPolicy is a validated policy with its pattern compiled. Its
-// Definition is never modified once published.
-type compiledPolicy struct {
-	Policy
-	re *regexp.Regexp
+// policies returns vp's set; nil (no policies) for a nil vp.
+func (vp *vhostPolicies) policies() *policy.Set {
+	if vp == nil {
+		return nil
+	}
+	return vp.set
 }
 
 func policyKey(vhost, name string) []byte { return []byte("pol/" + vhost + "\x00" + name) }
@@ -119,6 +84,14 @@ type policyRecord struct {
 	Definition map[string]any `json:"definition"`
 }
 
+// recordOf returns p's catalog record.
+func recordOf(p *policy.Compiled) policyRecord {
+	return policyRecord{
+		VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
+		Priority: p.Priority, Definition: p.Definition,
+	}
+}
+
 // snapshot returns vhost's policies, or nil when it has none.
 func (ps *policyState) snapshot(vhost string) *vhostPolicies {
 	if m := ps.dir.Load(); m != nil {
@@ -127,14 +100,11 @@ func (ps *policyState) snapshot(vhost string) *vhostPolicies {
 	return nil
 }
 
-// publishLocked replaces vhost's policies by list, with a new version.
+// publishLocked replaces vhost's policies by set, with a new version.
 // REQUIRES: ps.mu held.
-func (ps *policyState) publishLocked(vhost string, list []*compiledPolicy) {
-	slices.SortFunc(list, func(a, b *compiledPolicy) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), strings.Compare(a.Name, b.Name))
-	})
+func (ps *policyState) publishLocked(vhost string, set *policy.Set) {
 	ps.mu.version++
-	ps.storeLocked(vhost, &vhostPolicies{version: ps.mu.version, list: list})
+	ps.storeLocked(vhost, &vhostPolicies{version: ps.mu.version, set: set})
 }
 
 // storeLocked publishes a new directory with vhost's entry replaced by vp
@@ -153,6 +123,30 @@ func (ps *policyState) storeLocked(vhost string, vp *vhostPolicies) {
 	ps.dir.Store(&m)
 }
 
+// PolicyError is a policy SetPolicy refused. Reasons are RabbitMQ's
+// validation texts (policy.Compile), which its HTTP API and CLI print
+// after "Validation failed" (rabbit_runtime_parameters:format_error/1).
+type PolicyError struct {
+	VHost, Name string
+	Reasons     []string
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("queues: policy %q in vhost %q: %s", e.Name, e.VHost, strings.Join(e.Reasons, "; "))
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
+func (e *PolicyError) Unwrap() error { return ErrInvalidArgument }
+
+// compilePolicy is policy.Compile with its reasons as a *PolicyError.
+func compilePolicy(p policy.Policy) (*policy.Compiled, error) {
+	cp, reasons := policy.Compile(p)
+	if len(reasons) > 0 {
+		return nil, &PolicyError{VHost: p.VHost, Name: p.Name, Reasons: reasons}
+	}
+	return cp, nil
+}
+
 // SetPolicy creates or replaces a policy. An invalid policy is refused
 // with a *PolicyError (errors.Is ErrInvalidArgument) carrying RabbitMQ's
 // validation texts, since RabbitMQ refuses policies through its CLI and
@@ -161,7 +155,7 @@ func (ps *policyState) storeLocked(vhost string, vp *vhostPolicies) {
 // returns, and applies to the matching exchanges (alternate-exchange)
 // at once; the watchers are told. Setting a policy to what it is already
 // changes nothing and tells no one, as in RabbitMQ.
-func (b *Broker) SetPolicy(p Policy) error {
+func (b *Broker) SetPolicy(p policy.Policy) error {
 	cp, err := compilePolicy(p)
 	if err != nil {
 		return err
@@ -172,22 +166,16 @@ func (b *Broker) SetPolicy(p Policy) error {
 		ps.mu.Unlock()
 		return fmt.Errorf("policy %q: vhost %q: %w", p.Name, p.VHost, ErrNotFound)
 	}
-	var list []*compiledPolicy
-	if cur := ps.snapshot(p.VHost); cur != nil {
-		for _, old := range cur.list {
-			if old.Name != p.Name {
-				list = append(list, old)
-			} else if reflect.DeepEqual(old.Policy, cp.Policy) {
-				ps.mu.Unlock()
-				return nil
-			}
-		}
+	set, changed := ps.snapshot(p.VHost).policies().With(cp)
+	if !changed {
+		ps.mu.Unlock()
+		return nil
 	}
-	if err := b.cat.put(policyKey(cp.VHost, cp.Name), cp.record()); err != nil {
+	if err := b.cat.put(policyKey(cp.VHost, cp.Name), recordOf(cp)); err != nil {
 		ps.mu.Unlock()
 		return err
 	}
-	ps.publishLocked(cp.VHost, append(list, cp))
+	ps.publishLocked(cp.VHost, set)
 	ps.mu.Unlock()
 	b.policiesChanged(cp.VHost)
 	return nil
@@ -198,18 +186,7 @@ func (b *Broker) SetPolicy(p Policy) error {
 func (b *Broker) ClearPolicy(vhost, name string) error {
 	ps := &b.pol
 	ps.mu.Lock()
-	cur := ps.snapshot(vhost)
-	var list []*compiledPolicy
-	found := false
-	if cur != nil {
-		for _, p := range cur.list {
-			if p.Name == name {
-				found = true
-			} else {
-				list = append(list, p)
-			}
-		}
-	}
+	set, found := ps.snapshot(vhost).policies().Without(name)
 	if !found {
 		ps.mu.Unlock()
 		return fmt.Errorf("policy %q in vhost %q: %w", name, vhost, ErrNotFound)
@@ -218,7 +195,7 @@ func (b *Broker) ClearPolicy(vhost, name string) error {
 		ps.mu.Unlock()
 		return err
 	}
-	ps.publishLocked(vhost, list)
+	ps.publishLocked(vhost, set)
 	ps.mu.Unlock()
 	b.policiesChanged(vhost)
 	return nil
@@ -227,31 +204,16 @@ func (b *Broker) ClearPolicy(vhost, name string) error {
 // Policies returns the policies of vhost in the order rabbitmqctl
 // list_policies prints them (rabbit_policy:sort_by_priority): priority
 // ascending, then (where RabbitMQ's order is unspecified) name.
-func (b *Broker) Policies(vhost string) []Policy {
-	cur := b.pol.snapshot(vhost)
-	if cur == nil {
-		return nil
-	}
-	out := make([]Policy, 0, len(cur.list))
-	for i := len(cur.list) - 1; i >= 0; i-- {
-		out = append(out, cur.list[i].copy())
-	}
-	slices.SortStableFunc(out, func(a, b Policy) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), strings.Compare(a.Name, b.Name))
-	})
-	return out
+func (b *Broker) Policies(vhost string) []policy.Policy {
+	return b.pol.snapshot(vhost).policies().Policies()
 }
 
 // Policy returns one policy, or ErrNotFound.
-func (b *Broker) Policy(vhost, name string) (Policy, error) {
-	if cur := b.pol.snapshot(vhost); cur != nil {
-		for _, p := range cur.list {
-			if p.Name == name {
-				return p.copy(), nil
-			}
-		}
+func (b *Broker) Policy(vhost, name string) (policy.Policy, error) {
+	if p, ok := b.pol.snapshot(vhost).policies().Get(name); ok {
+		return p, nil
 	}
-	return Policy{}, fmt.Errorf("policy %q in vhost %q: %w", name, vhost, ErrNotFound)
+	return policy.Policy{}, fmt.Errorf("policy %q in vhost %q: %w", name, vhost, ErrNotFound)
 }
 
 // PolicyVersion returns a number that changes whenever the policies of
@@ -266,105 +228,13 @@ func (b *Broker) PolicyVersion(vhost string) uint64 {
 }
 
 // EffectivePolicy returns the policy that applies to the entity name of
-// vhost, as rabbit_policy:match/2 chooses it: among the policies whose
-// pattern matches the name anywhere (an unanchored regexp search, as
-// rabbit_re:run; "^amq\." anchors it) and whose apply-to fits kind, the
-// one with the highest priority. kind is PolicyKindExchange or a queue
+// vhost (see policy.Set.Match). kind is policy.KindExchange or a queue
 // type (QueueClassic, QueueQuorum, QueueStream; "queue" means classic).
-// For queues, a policy with a key the queue type does not support (its
-// capabilities' unsupported_policies, e.g. max-age for a classic queue)
-// is skipped, so a lower priority one may apply. Between equal
-// priorities RabbitMQ's choice depends on its table's order; here the
-// smallest name wins.
-func (b *Broker) EffectivePolicy(vhost, name, kind string) (Policy, bool) {
-	cur := b.pol.snapshot(vhost)
-	if cur == nil {
-		return Policy{}, false
+func (b *Broker) EffectivePolicy(vhost, name, kind string) (policy.Policy, bool) {
+	if p := b.pol.snapshot(vhost).policies().Match(name, kind); p != nil {
+		return p.Copy(), true
 	}
-	if p := cur.match(name, kind); p != nil {
-		return p.copy(), true
-	}
-	return Policy{}, false
-}
-
-// match returns the policy that applies to name, or nil.
-func (vp *vhostPolicies) match(name, kind string) *compiledPolicy {
-	if kind == "queue" {
-		kind = QueueClassic
-	}
-	for _, p := range vp.list {
-		if policyFits(p.ApplyTo, kind) && policyApplicable(kind, p.Definition) && p.re.MatchString(name) {
-			return p
-		}
-	}
-	return nil
-}
-
-// policyFits is rabbit_policy:matches_type/2 and matches_queue_type/3.
-func policyFits(applyTo, kind string) bool {
-	switch applyTo {
-	case PolicyApplyAll:
-		return true
-	case PolicyApplyExchanges:
-		return kind == PolicyKindExchange
-	case PolicyApplyQueues:
-		return kind != PolicyKindExchange
-	case PolicyApplyClassicQueues:
-		return kind == QueueClassic
-	case PolicyApplyQuorumQueues:
-		return kind == QueueQuorum
-	case PolicyApplyStreams:
-		return kind == QueueStream
-	}
-	return false
-}
-
-// unsupportedPolicies are the policy keys each queue type refuses
-// (capabilities/0 of rabbit_classic_queue, rabbit_quorum_queue and
-// rabbit_stream_queue, RabbitMQ 4.3.5), limited to the keys SetPolicy
-// accepts. A policy with one of them does not apply to such a queue
-// (rabbit_queue_type:is_policy_applicable/2).
-var unsupportedPolicies = map[string][]string{
-	QueueClassic: {
-		"max-age", "stream-max-segment-size-bytes", "initial-cluster-size",
-		"delivery-limit", "dead-letter-strategy", "max-in-memory-length",
-		"max-in-memory-bytes", "target-group-size",
-	},
-	QueueQuorum: {
-		"queue-mode", "queue-master-locator", "max-age",
-		"stream-max-segment-size-bytes", "initial-cluster-size",
-	},
-	QueueStream: {
-		"expires", "message-ttl", "dead-letter-exchange", "dead-letter-routing-key",
-		"max-length", "max-in-memory-length", "max-in-memory-bytes", "overflow",
-		"queue-mode", "delivery-limit", "queue-master-locator",
-		"dead-letter-strategy", "target-group-size",
-	},
-}
-
-// policyApplicable is rabbit_queue_type:is_policy_applicable/2; every
-// policy is applicable to exchanges.
-func policyApplicable(kind string, def map[string]any) bool {
-	for _, k := range unsupportedPolicies[kind] {
-		if _, ok := def[k]; ok {
-			return false
-		}
-	}
-	return true
-}
-
-// copy returns the policy with its own Definition.
-func (p *compiledPolicy) copy() Policy {
-	out := p.Policy
-	out.Definition = maps.Clone(p.Definition)
-	return out
-}
-
-func (p *compiledPolicy) record() policyRecord {
-	return policyRecord{
-		VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
-		Priority: p.Priority, Definition: p.Definition,
-	}
+	return policy.Policy{}, false
 }
 
 // WatchPolicies calls fn(vhost) after each change of the policies of
@@ -412,7 +282,7 @@ func (b *Broker) policiesChanged(vhost string) {
 func (b *Broker) openPolicies() error {
 	ps := &b.pol
 	ps.mu.Lock()
-	byVHost := map[string][]*compiledPolicy{}
+	byVHost := map[string][]*policy.Compiled{}
 	var stale [][]byte
 	if err := b.cat.scan([]byte("pol/"), func(k, v []byte) error {
 		var rec policyRecord
@@ -425,7 +295,7 @@ func (b *Broker) openPolicies() error {
 			stale = append(stale, slices.Clone(k))
 			return nil
 		}
-		cp, err := compilePolicy(Policy{
+		cp, err := compilePolicy(policy.Policy{
 			VHost: rec.VHost, Name: rec.Name, Pattern: rec.Pattern, ApplyTo: rec.ApplyTo,
 			Priority: rec.Priority, Definition: rec.Definition,
 		})
@@ -440,7 +310,7 @@ func (b *Broker) openPolicies() error {
 		return err
 	}
 	for vhost, list := range byVHost {
-		ps.publishLocked(vhost, list)
+		ps.publishLocked(vhost, policy.NewSet(list))
 	}
 	ps.mu.Unlock()
 	if len(stale) > 0 {
@@ -491,7 +361,7 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
-	pols := b.pol.snapshot(vhost)
+	pols := b.pol.snapshot(vhost).policies()
 	vt.mu.Lock()
 	defer vt.mu.Unlock()
 	for _, x := range vt.exchanges {
@@ -503,16 +373,13 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 // finds it (rabbit_policy:get_arg/3): the "alternate-exchange" argument if
 // the exchange has one, else its policy's alternate-exchange.
 // REQUIRES: vt.wmu held, and vt.mu held for writing once x is in vt.
-func (x *exchange) resolveAE(pols *vhostPolicies) {
+func (x *exchange) resolveAE(pols *policy.Set) {
 	if ae, ok := x.def.Args[argAlternateExchange].(string); ok {
 		x.ae, x.hasAE = ae, true
 		return
 	}
 	x.ae, x.hasAE = "", false
-	if pols == nil {
-		return
-	}
-	if p := pols.match(x.def.Name, PolicyKindExchange); p != nil {
+	if p := pols.Match(x.def.Name, policy.KindExchange); p != nil {
 		if ae, ok := p.Definition[argAlternateExchange].(string); ok {
 			x.ae, x.hasAE = ae, true
 		}
@@ -523,5 +390,5 @@ func (x *exchange) resolveAE(pols *vhostPolicies) {
 // against the current policies of vt's vhost. Called by commitTopo.
 // REQUIRES: vt.wmu held; x not yet in vt.
 func (b *Broker) resolveExchangePolicy(vt *vhostTopo, x *exchange) {
-	x.resolveAE(b.pol.snapshot(vt.name))
+	x.resolveAE(b.pol.snapshot(vt.name).policies())
 }

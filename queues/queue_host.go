@@ -5,6 +5,7 @@ import (
 
 	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/queues/classic"
+	"github.com/warren-mq/warren/queues/policy"
 )
 
 // The broker's side of what its queues need of it (classic.Broker).
@@ -15,10 +16,10 @@ type queueHost struct{ b *Broker }
 var _ classic.Broker = queueHost{}
 
 // Args resolves a queue's settings from its declare arguments and the
-// policy that applies to it now (policy.go, policy_args.go).
+// policy that applies to it now (policy.go, package policy).
 func (h queueHost) Args(kind string, def *QueueDef) func(key string) (any, bool) {
 	pol, _ := h.b.EffectivePolicy(def.VHost, def.Name, kind)
-	return func(key string) (any, bool) { return EffectiveQueueArg(kind, key, def.Args, pol) }
+	return func(key string) (any, bool) { return policy.EffectiveQueueArg(kind, key, def.Args, pol) }
 }
 
 // RouteDeadLetter routes a dead-lettered message through exchange, as

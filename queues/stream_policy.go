@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/warren-mq/warren/queues/policy"
 )
 
 // Policies on streams: max-length-bytes and max-age resolve through
-// EffectiveQueueArg with the stream queue type's precedence (the policy
-// wins, as in RabbitMQ's rabbit_stream_queue), and a policy change
+// policy.EffectiveQueueArg with the stream queue type's precedence (the
+// policy wins, as in RabbitMQ's rabbit_stream_queue), and a policy change
 // re-applies the retention of the vhost's existing streams without a
 // redeclare. stream-max-segment-size-bytes from a policy is not applied:
 // a stream's segment size is fixed when it is created.
@@ -31,14 +33,14 @@ func (b *Broker) streamRetention(vhost, name string, args map[string]string) (in
 	pol, _ := b.EffectivePolicy(vhost, name, QueueStream)
 	var maxBytes int64
 	var maxAge time.Duration
-	if v, ok := EffectiveQueueArg(QueueStream, "max-length-bytes", typed, pol); ok {
+	if v, ok := policy.EffectiveQueueArg(QueueStream, "max-length-bytes", typed, pol); ok {
 		n, ok := v.(int64)
 		if !ok || n < 0 {
 			return 0, 0, fmt.Errorf("max-length-bytes %v: %w", v, ErrInvalidArgument)
 		}
 		maxBytes = n
 	}
-	if v, ok := EffectiveQueueArg(QueueStream, "max-age", typed, pol); ok {
+	if v, ok := policy.EffectiveQueueArg(QueueStream, "max-age", typed, pol); ok {
 		s, ok := v.(string)
 		if !ok {
 			return 0, 0, fmt.Errorf("max-age %v: %w", v, ErrInvalidArgument)

@@ -3,6 +3,8 @@ package queues
 import (
 	"testing"
 	"time"
+
+	"github.com/warren-mq/warren/queues/policy"
 )
 
 // Ensure a policy's max-length-bytes and max-age apply to existing and new
@@ -26,7 +28,7 @@ func TestStreamPolicyRetention(t *testing.T) {
 	if n, a := retention("s1"); n != 5000000 || a != 0 {
 		t.Fatalf("before the policy: %d %v", n, a)
 	}
-	if err := b.SetPolicy(Policy{VHost: "/", Name: "ret", Pattern: "^s", ApplyTo: PolicyApplyStreams,
+	if err := b.SetPolicy(policy.Policy{VHost: "/", Name: "ret", Pattern: "^s", ApplyTo: policy.ApplyStreams,
 		Definition: map[string]any{"max-length-bytes": 1000000, "max-age": "1h"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/policy"
 )
 
 // Streams as AMQP 0-9-1 queues (x-queue-type=stream), as
@@ -275,7 +276,7 @@ func streamDeclareArgs(o DeclareOptions, def QueueDef) (map[string]string, error
 		return nil, Errorf(CodePreconditionFailed, "invalid property 'non-durable' for %s", res)
 	}
 	if v, ok := def.Args["x-stream-max-segment-size-bytes"]; ok {
-		if n, _ := argInt(v); n > maxStreamSegmentSize {
+		if n, _ := argInt(v); n > policy.MaxStreamSegmentSize {
 			return nil, Errorf(CodePreconditionFailed, "Exceeded max value for x-stream-max-segment-size-bytes")
 		}
 	}

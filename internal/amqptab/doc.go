@@ -54,5 +54,6 @@
 // bytes are errors wrapping ErrMalformed. Values that cannot be encoded
 // give errors wrapping ErrFieldType.
 //
-// DecodedInt reads a decoded value of any integer type as an int64.
+// DecodedInt reads a decoded value of any integer type as an int64, DecodedString a
+// string or a byte array as a string.
 package amqptab

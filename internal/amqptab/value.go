@@ -2,6 +2,18 @@ package amqptab
 
 import "math"
 
+// DecodedString returns the text a decoded longstr ('S', a string) or
+// byte array ('x', a []byte) holds.
+func DecodedString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	}
+	return "", false
+}
+
 // DecodedInt returns the integer a decoded value holds, as int64: any of
 // the integer types Decode and ReadTable give, and Go's int, uint and
 // uint64, which tables built in Go code hold. A uint or uint64 above

@@ -23,3 +23,19 @@ func TestDecodedInt(t *testing.T) {
 		}
 	}
 }
+
+// Ensure DecodedString takes a longstr or a byte array, and nothing else.
+func TestDecodedString(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+		ok   bool
+	}{
+		{"s", "s", true}, {[]byte("x"), "x", true}, {"", "", true},
+		{int8(1), "", false}, {nil, "", false}, {[]any{"s"}, "", false},
+	} {
+		if got, ok := DecodedString(tc.v); got != tc.want || ok != tc.ok {
+			t.Errorf("DecodedString(%T %v) = %q, %v; want %q, %v", tc.v, tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package classic
 
-import (
-	"github.com/warren-mq/warren/internal/amqptab"
-)
+import "github.com/warren-mq/warren/internal/amqptab"
 
 // A classic queue's effective settings: its declare arguments combined
 // with the policy that applies to it (the broker's Args), as
@@ -90,26 +88,16 @@ func (q *Queue) resolveConfig() *queueConfig {
 		}
 	}
 	if v, ok := get("dead-letter-exchange"); ok {
-		c.dlx, c.hasDLX = asString(v)
+		c.dlx, c.hasDLX = amqptab.DecodedString(v)
 	}
 	if v, ok := get("dead-letter-routing-key"); ok {
-		c.dlrk, c.hasDLRK = asString(v)
+		c.dlrk, c.hasDLRK = amqptab.DecodedString(v)
 	}
 	c.deliveryLimit = -1
 	if kind == TypeQuorum {
 		c.deliveryLimit = deliveryLimitOf(get("delivery-limit"))
 	}
 	return c
-}
-
-func asString(v any) (string, bool) {
-	switch s := v.(type) {
-	case string:
-		return s, true
-	case []byte:
-		return string(s), true
-	}
-	return "", false
 }
 
 // maxPriorityOf returns the highest priority level of a queue declared

@@ -1,4 +1,4 @@
-package queues
+package policy
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/internal/erlterm"
 )
 
@@ -19,50 +20,36 @@ import (
 // rabbit_quorum_queue, RabbitMQ 4.3.5). Plugin keys (federation-upstream,
 // selector-fields, ...) are not recognised.
 
-// PolicyError is a policy SetPolicy refused. Reasons are RabbitMQ's
-// validation texts, which its HTTP API and CLI print after "Validation
-// failed" (rabbit_runtime_parameters:format_error/1).
-type PolicyError struct {
-	VHost, Name string
-	Reasons     []string
-}
+// maxPattern is rabbit_re's ?MAX_PATTERN_LENGTH, in bytes.
+const maxPattern = 1024
 
-func (e *PolicyError) Error() string {
-	return fmt.Sprintf("queues: policy %q in vhost %q: %s", e.Name, e.VHost, strings.Join(e.Reasons, "; "))
-}
+// MaxStreamSegmentSize is ?MAX_STREAM_MAX_SEGMENT_SIZE (rabbit.hrl), the
+// largest stream-max-segment-size-bytes, as policy or argument.
+const MaxStreamSegmentSize = 3_000_000_000
 
-// Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
-func (e *PolicyError) Unwrap() error { return ErrInvalidArgument }
-
-// maxPolicyPattern is rabbit_re's ?MAX_PATTERN_LENGTH, in bytes.
-const maxPolicyPattern = 1024
-
-// maxStreamSegmentSize is ?MAX_STREAM_MAX_SEGMENT_SIZE (rabbit.hrl).
-const maxStreamSegmentSize = 3_000_000_000
-
-// compilePolicy validates p and returns it normalized (ApplyTo "" is
-// "all", Definition values int64 or string) with its pattern compiled.
+// Compile validates p and returns it normalized (ApplyTo "" is "all",
+// Definition values int64 or string) with its pattern compiled. An invalid
+// policy has no Compiled but reasons: RabbitMQ's validation texts, which
+// its HTTP API and CLI print after "Validation failed"
+// (rabbit_runtime_parameters:format_error/1).
 //
 // Patterns are Go regexps (RE2): the PCRE features RE2 lacks
 // (backreferences, lookaround) are refused, and names are matched as
 // UTF-8 where RabbitMQ matches bytes.
-func compilePolicy(p Policy) (*compiledPolicy, error) {
-	var reasons []string
-	def, defReasons := validateDefinition(p.Definition)
-	reasons = append(reasons, defReasons...)
+func Compile(p Policy) (c *Compiled, reasons []string) {
+	def, reasons := validateDefinition(p.Definition)
 	if p.ApplyTo == "" {
-		p.ApplyTo = PolicyApplyAll
+		p.ApplyTo = ApplyAll
 	}
 	switch p.ApplyTo {
-	case PolicyApplyAll, PolicyApplyExchanges, PolicyApplyQueues,
-		PolicyApplyClassicQueues, PolicyApplyQuorumQueues, PolicyApplyStreams:
+	case ApplyAll, ApplyExchanges, ApplyQueues, ApplyClassicQueues, ApplyQuorumQueues, ApplyStreams:
 	default:
 		reasons = append(reasons, fmt.Sprintf("apply-to '%s' unrecognised; should be one of: 'queues', 'classic_queues', "+
 			" 'quorum_queues', 'streams', 'exchanges', or 'all'", p.ApplyTo))
 	}
 	var re *regexp.Regexp
-	if len(p.Pattern) > maxPolicyPattern {
-		reasons = append(reasons, fmt.Sprintf("pattern must not exceed %d bytes", maxPolicyPattern))
+	if len(p.Pattern) > maxPattern {
+		reasons = append(reasons, fmt.Sprintf("pattern must not exceed %d bytes", maxPattern))
 	} else {
 		var err error
 		if re, err = regexp.Compile(p.Pattern); err != nil {
@@ -70,47 +57,47 @@ func compilePolicy(p Policy) (*compiledPolicy, error) {
 		}
 	}
 	if len(reasons) > 0 {
-		return nil, &PolicyError{VHost: p.VHost, Name: p.Name, Reasons: reasons}
+		return nil, reasons
 	}
 	p.Definition = def
-	return &compiledPolicy{Policy: p, re: re}, nil
+	return &Compiled{Policy: p, re: re}, nil
 }
 
-// policyValidator checks one definition key: value returns the normalized
+// validator checks one definition key: value returns the normalized
 // value, or false with reason, a format for the value as Erlang prints it.
-type policyValidator struct {
+type validator struct {
 	value  func(v any) (any, bool)
 	reason string
 }
 
 func intAtLeast(lo int64) func(any) (any, bool) {
 	return func(v any) (any, bool) {
-		n, ok := policyInt(v)
+		n, ok := intOf(v)
 		return n, ok && n >= lo
 	}
 }
 
 func intIn(lo, hi int64) func(any) (any, bool) {
 	return func(v any) (any, bool) {
-		n, ok := policyInt(v)
+		n, ok := intOf(v)
 		return n, ok && n >= lo && n <= hi
 	}
 }
 
-func anyInt(v any) (any, bool) { return policyInt(v) }
+func anyInt(v any) (any, bool) { return intOf(v) }
 
-func anyString(v any) (any, bool) { return policyString(v) }
+func anyString(v any) (any, bool) { return amqptab.DecodedString(v) }
 
 func oneOf(values ...string) func(any) (any, bool) {
 	return func(v any) (any, bool) {
-		s, ok := policyString(v)
+		s, ok := amqptab.DecodedString(v)
 		return s, ok && slices.Contains(values, s)
 	}
 }
 
-// policyValidators are the definition keys RabbitMQ 4.3.5 accepts, with
+// validators are the definition keys RabbitMQ 4.3.5 accepts, with
 // its checks and texts (rabbit_policies:validate_policy0/2 unless noted).
-var policyValidators = map[string]policyValidator{
+var validators = map[string]validator{
 	"alternate-exchange":            {anyString, "%s is not a valid alternate exchange name"},
 	"consumer-disconnected-timeout": {intAtLeast(0), "%s is not a valid consumer disconnected timeout"},
 	"consumer-timeout":              {intAtLeast(0), "%s is not a valid consumer timeout"},
@@ -128,14 +115,14 @@ var policyValidators = map[string]policyValidator{
 	"overflow":                      {oneOf("drop-head", "reject-publish", "reject-publish-dlx"), "%s is not a valid overflow value"},
 	"delivery-limit":                {anyInt, "%s is not a valid delivery limit"},
 	"max-age": {func(v any) (any, bool) {
-		s, ok := policyString(v)
+		s, ok := amqptab.DecodedString(v)
 		if !ok || s == "" || s[0] < '0' || s[0] > '9' {
 			return s, false
 		}
-		_, err := ParseMaxAge(s) // rabbit_amqqueue:check_max_age/1
-		return s, err == nil
+		_, ok = ParseMaxAge(s) // rabbit_amqqueue:check_max_age/1
+		return s, ok
 	}, "%s is not a valid max age"},
-	"stream-max-segment-size-bytes": {intIn(0, maxStreamSegmentSize), "%s is not a valid segment size"},
+	"stream-max-segment-size-bytes": {intIn(0, MaxStreamSegmentSize), "%s is not a valid segment size"},
 	"stream-filter-size-bytes":      {intIn(16, 255), "%s is not a valid filter size. Valid range is 16-255"},
 	"queue-leader-locator":          {oneOf("client-local", "balanced", "random", "least-leaders"), "%s is not a valid queue leader locator value"},
 	"initial-cluster-size":          {intAtLeast(0), "%s is not a valid cluster size"},
@@ -162,7 +149,7 @@ func validateDefinition(def map[string]any) (map[string]any, []string) {
 	var unknown []string
 	for _, k := range slices.Sorted(maps.Keys(def)) {
 		v := def[k]
-		val, known := policyValidators[k]
+		val, known := validators[k]
 		if !known {
 			unknown = append(unknown, fmt.Sprintf("{%s,%s}", erlTerm(k), erlTerm(v)))
 			continue
@@ -200,11 +187,11 @@ func checkDelayedRetry(def map[string]any) string {
 	return ""
 }
 
-// policyInt returns an integer definition value: a Go integer, a
+// intOf returns an integer definition value: a Go integer, a
 // json.Number holding an integer, or an integral float64 (encoding/json
 // decodes every JSON number so; RabbitMQ would refuse 5.0, which cannot
 // be told from 5 then).
-func policyInt(v any) (int64, bool) {
+func intOf(v any) (int64, bool) {
 	switch x := v.(type) {
 	case json.Number:
 		n, err := strconv.ParseInt(string(x), 10, 64)
@@ -215,23 +202,11 @@ func policyInt(v any) (int64, bool) {
 		}
 		return int64(x), true
 	case float32:
-		return policyInt(float64(x))
+		return intOf(float64(x))
 	case bool:
 		return 0, false
 	}
-	return argInt(v)
-}
-
-// policyString returns a string definition value (a JSON string, or an
-// AMQP binary).
-func policyString(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case []byte:
-		return string(x), true
-	}
-	return "", false
+	return amqptab.DecodedInt(v)
 }
 
 // erlTerm prints a JSON-decoded value as Erlang's ~tp prints the term
@@ -255,7 +230,7 @@ func erlTerm(v any) string {
 		}
 		return string(x)
 	case float64:
-		if n, ok := policyInt(x); ok {
+		if n, ok := intOf(x); ok {
 			return strconv.FormatInt(n, 10)
 		}
 		return erlterm.Float(x)
@@ -272,7 +247,7 @@ func erlTerm(v any) string {
 		}
 		return "#{" + strings.Join(parts, ",") + "}"
 	}
-	if n, ok := argInt(v); ok {
+	if n, ok := amqptab.DecodedInt(v); ok {
 		return strconv.FormatInt(n, 10)
 	}
 	return fmt.Sprint(v)

@@ -1,6 +1,10 @@
-package queues
+package policy
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Precedence of policy values over declare arguments, per key and queue
 // type, as RabbitMQ 4.3.5 resolves them with
@@ -29,10 +33,14 @@ import "strings"
 // min: the smaller of the two; dl: the smaller, unless either is negative
 // (unlimited), then the larger; arg: the argument wins; policy: the
 // policy wins. "-" marks a key the queue type does not read (and, for
-// policies, refuses: see unsupportedPolicies); EffectiveQueueArg still
+// policies, refuses: see unsupported); EffectiveQueueArg still
 // answers for it, with the rule of the type that reads it. A key not in
 // the table resolves as rabbit_policy:get_arg/3 does: the argument wins.
 // When only one side has the key, it is the value.
+
+// keyAlternateExchange is the one key exchanges take as an argument
+// without the x- prefix.
+const keyAlternateExchange = "alternate-exchange"
 
 type argRule uint8
 
@@ -44,21 +52,21 @@ const (
 )
 
 // precedence returns the rule for a policy key on a queue of type typ
-// (PolicyKindExchange for exchanges).
+// (KindExchange for exchanges).
 func precedence(typ, key string) argRule {
 	switch key {
 	case "message-ttl", "expires", "max-length", "consumer-timeout",
 		"consumer-disconnected-timeout", "delayed-retry-min", "delayed-retry-max":
 		return ruleMin
 	case "max-length-bytes":
-		if typ == QueueStream {
+		if typ == KindStream {
 			return rulePolicy
 		}
 		return ruleMin
 	case "delivery-limit":
 		return ruleDeliveryLimit
 	case "overflow":
-		if typ == QueueQuorum {
+		if typ == KindQuorum {
 			return rulePolicy
 		}
 		return ruleArg
@@ -74,11 +82,15 @@ func precedence(typ, key string) argRule {
 // applies), with the queue type taken from args' x-queue-type (classic
 // when absent, as for exchanges). See EffectiveQueueArg.
 func EffectiveArg(key string, args map[string]any, pol Policy) (any, bool) {
-	return EffectiveQueueArg(queueTypeOf(args), key, args, pol)
+	typ, ok := args["x-queue-type"].(string)
+	if !ok {
+		typ = KindClassic
+	}
+	return EffectiveQueueArg(typ, key, args, pol)
 }
 
 // EffectiveQueueArg returns the value that applies for key on an entity
-// of queue type typ (or PolicyKindExchange) declared with args under
+// of queue type typ (or KindExchange) declared with args under
 // policy pol, by the precedence table above; false when neither sets it.
 // key is the policy key ("message-ttl"; "x-message-ttl" is accepted too):
 // the argument read is "x-"+key, except "alternate-exchange", which
@@ -86,11 +98,11 @@ func EffectiveArg(key string, args map[string]any, pol Policy) (any, bool) {
 // string.
 func EffectiveQueueArg(typ, key string, args map[string]any, pol Policy) (any, bool) {
 	if typ == "queue" {
-		typ = QueueClassic
+		typ = KindClassic
 	}
 	key = strings.TrimPrefix(key, "x-")
 	argKey := "x-" + key
-	if key == argAlternateExchange {
+	if key == keyAlternateExchange {
 		argKey = key
 	}
 	av, hasArg := args[argKey]
@@ -137,8 +149,43 @@ func normalizeArg(v any) any {
 	case []byte:
 		return string(x)
 	}
-	if n, ok := policyInt(v); ok {
+	if n, ok := intOf(v); ok {
 		return n
 	}
 	return v
+}
+
+// ParseMaxAge parses RabbitMQ's max-age form, of the x-max-age argument
+// and the max-age policy key: a positive integer and a unit, Y (365 days),
+// M (30 days), D, h, m or s. It reports false for anything else, and for
+// an age that does not fit a time.Duration.
+func ParseMaxAge(s string) (time.Duration, bool) {
+	if len(s) < 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'Y':
+		unit = 365 * 24 * time.Hour
+	case 'M':
+		unit = 30 * 24 * time.Hour
+	case 'D':
+		unit = 24 * time.Hour
+	case 'h':
+		unit = time.Hour
+	case 'm':
+		unit = time.Minute
+	case 's':
+		unit = time.Second
+	default:
+		return 0, false
+	}
+	if n > int64(1<<63-1)/int64(unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }
