@@ -1,13 +1,19 @@
 // Package queues is the broker's model, shared by the protocol front ends:
 // virtual hosts, users and their permissions, streams (queue destinations
-// for AMQP too: stream_queue.go),
-// AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
+// for AMQP too: stream_queue.go), AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
 // headers.go, route_hash*.go), and the registry of classic and quorum
 // queues (queue.go: declare, lookup, delete, recovery; queue_args.go and
 // queue_quorum.go: the declare rules; queue_host.go: what the queues ask
 // of the broker), and policies (policy.go: their catalog, versions and
 // watchers; stream_policy.go: stream retention under them), all
 // catalogued in pebble.
+//
+// Every queue type is behind the same interfaces for the front ends:
+// Broker.Consume attaches a consumer to a classic, quorum or stream queue
+// (a stream's consumer, with credit and offsets, is stream_consume.go),
+// deliveries of any type reach a Sink and are settled through a Settler,
+// and Publish stores a routed message in Destinations of any type, each
+// storage format encoded once (destination.go).
 //
 // Sub-packages, which do not import queues:
 //
