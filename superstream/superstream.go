@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -256,28 +257,12 @@ func (m *Manager) partitionBindings(vhost, name string) ([]queues.BindingDef, er
 // partitionOrder is a binding's x-stream-partition-order as an integer;
 // RabbitMQ coerces any integer type, and a numeric string.
 func partitionOrder(bd queues.BindingDef) (int64, bool) {
-	switch v := bd.Args[ArgPartitionOrder].(type) {
-	case int8:
-		return int64(v), true
-	case int16:
-		return int64(v), true
-	case int32:
-		return int64(v), true
-	case int64:
-		return v, true
-	case int:
-		return int64(v), true
-	case uint8:
-		return int64(v), true
-	case uint16:
-		return int64(v), true
-	case uint32:
-		return int64(v), true
-	case string:
-		n, err := strconv.ParseInt(v, 10, 64)
+	v := bd.Args[ArgPartitionOrder]
+	if s, ok := v.(string); ok {
+		n, err := strconv.ParseInt(s, 10, 64)
 		return n, err == nil
 	}
-	return 0, false
+	return amqptab.DecodedInt(v)
 }
 
 // allowed reports whether user has permission kind on every resource.
