@@ -1,11 +1,11 @@
 package queues
 
 import (
-	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // Headers exchange matching, as rabbit_exchange_type_headers does it in
@@ -199,120 +199,5 @@ func headerValueEqual(arg, header any) bool {
 	if t, ok := header.(time.Time); ok {
 		header = t.Unix() * 1000
 	}
-	return fieldExactEqual(arg, header)
-}
-
-// fieldExactEqual is Erlang's =:= on the values of two AMQP fields (their
-// types left out).
-func fieldExactEqual(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		switch y := b.(type) {
-		case string:
-			return x == y
-		case []byte:
-			return x == string(y)
-		}
-		return false
-	case []byte:
-		switch y := b.(type) {
-		case string:
-			return string(x) == y
-		case []byte:
-			return string(x) == string(y)
-		}
-		return false
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	case float32:
-		y, ok := fieldFloat(b)
-		return ok && math.Float64bits(float64(x)) == math.Float64bits(y)
-	case float64:
-		y, ok := fieldFloat(b)
-		return ok && math.Float64bits(x) == math.Float64bits(y)
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !fieldTypedEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	if x, ok := fieldInt(a); ok {
-		y, ok := fieldInt(b)
-		return ok && x == y
-	}
-	if x, ok := asMap(a); ok {
-		y, ok := asMap(b)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !fieldTypedEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
-}
-
-// fieldTypedEqual compares two AMQP fields with their types, as the elements of
-// arrays and tables are compared.
-func fieldTypedEqual(a, b any) bool {
-	return fieldType(a) == fieldType(b) && fieldExactEqual(a, b)
-}
-
-// fieldIntValue is an AMQP integer of any width (uint64 above MaxInt64 kept
-// apart).
-type fieldIntValue struct {
-	v    int64
-	high bool // v is a uint64 above math.MaxInt64, bits in v
-}
-
-// fieldInt returns an integer field's value; a timestamp is its seconds.
-func fieldInt(v any) (fieldIntValue, bool) {
-	switch x := v.(type) {
-	case int8:
-		return fieldIntValue{v: int64(x)}, true
-	case uint8:
-		return fieldIntValue{v: int64(x)}, true
-	case int16:
-		return fieldIntValue{v: int64(x)}, true
-	case uint16:
-		return fieldIntValue{v: int64(x)}, true
-	case int32:
-		return fieldIntValue{v: int64(x)}, true
-	case uint32:
-		return fieldIntValue{v: int64(x)}, true
-	case int64:
-		return fieldIntValue{v: x}, true
-	case int:
-		return fieldIntValue{v: int64(x)}, true
-	case uint:
-		return fieldIntValue{v: int64(x), high: uint64(x) > math.MaxInt64}, true
-	case uint64:
-		return fieldIntValue{v: int64(x), high: x > math.MaxInt64}, true
-	case time.Time:
-		return fieldIntValue{v: x.Unix()}, true
-	}
-	return fieldIntValue{}, false
-}
-
-func fieldFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float32:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
+	return fieldval.ExactEqual(arg, header)
 }

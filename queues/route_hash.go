@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // The x-consistent-hash exchange (rabbitmq_consistent_hash_exchange's
@@ -405,12 +406,9 @@ func hashFieldValue(v any) uint64 {
 		}
 		return hashFieldValue(x[0])
 	}
-	if i, ok := fieldInt(v); ok {
-		if i.high {
-			return xxhash.Sum64(strconv.AppendUint(buf[:0], uint64(i.v), 10))
-		}
-		return xxhash.Sum64(strconv.AppendInt(buf[:0], i.v, 10))
+	if i, ok := fieldval.Int(v); ok {
+		return xxhash.Sum64(i.AppendText(buf[:0]))
 	}
 	// Tables and decimals: their canonical encoding (allocates).
-	return xxhash.Sum64(appendCanonValue(nil, v))
+	return xxhash.Sum64(fieldval.AppendValue(nil, v))
 }
