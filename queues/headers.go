@@ -174,25 +174,6 @@ func (m *headersMatcher) match(s *headersScratch) bool {
 	return true
 }
 
-// validateXMatch is rabbit_exchange_type_headers:validate_binding.
-func validateXMatch(args map[string]any) error {
-	v, ok := args["x-match"]
-	if !ok {
-		return nil
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return Errorf(CodePreconditionFailed, "Invalid x-match field type %s (value %s); expected longstr",
-			fieldType(v), termText(v))
-	}
-	switch s {
-	case xMatchAll, xMatchAny, xMatchAllWithX, xMatchAnyWithX:
-		return nil
-	}
-	return Errorf(CodePreconditionFailed, "Invalid x-match field value %s; expected all, any, all-with-x, or any-with-x",
-		termBinary(s))
-}
-
 // headerValueEqual compares a binding argument with a message header at
 // the top level of the headers table.
 func headerValueEqual(arg, header any) bool {

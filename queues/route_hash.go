@@ -12,10 +12,9 @@ import (
 )
 
 // The x-consistent-hash exchange (rabbitmq_consistent_hash_exchange's
-// rabbit_exchange_type_consistent_hash, RabbitMQ 4.3), and the argument
-// and binding validation of the exchange types beyond the four of AMQP
-// 0-9-1. The single-pick types, x-modulus-hash and x-local-random, are in
-// route_hash_pick.go.
+// rabbit_exchange_type_consistent_hash, RabbitMQ 4.3). The single-pick
+// types, x-modulus-hash and x-local-random, are in route_hash_pick.go;
+// the validation of their arguments and bindings in topology_validate.go.
 
 // Exchange arguments of x-consistent-hash.
 const (
@@ -53,51 +52,6 @@ var hashProperties = map[string]hashSource{
 	"correlation_id": hashCorrelationID,
 	"message_id":     hashMessageID,
 	"timestamp":      hashTimestamp,
-}
-
-// validateExchangeArgs is the exchange type's validate, run on the
-// declaration of a new exchange after the alternate-exchange check, as
-// rabbit_exchange:declare does.
-func validateExchangeArgs(def ExchangeDef) error {
-	if def.Type != ExchangeConsistentHash {
-		return nil
-	}
-	for _, k := range []string{argHashHeader, argHashProperty} {
-		if v, ok := def.Args[k]; ok {
-			if _, isStr := v.(string); !isStr {
-				// RabbitMQ's hash_args matches longstr only and fails
-				// with a case_clause (541) on anything else.
-				return Errorf(CodePreconditionFailed, "invalid type '%s' for arg '%s' in %s",
-					fieldType(v), k, rs("exchange", def.Name, def.VHost))
-			}
-		}
-	}
-	_, hasHeader := def.Args[argHashHeader]
-	property, hasProperty := def.Args[argHashProperty].(string)
-	switch {
-	case hasHeader && hasProperty:
-		return Errorf(CodePreconditionFailed, "hash-header and hash-property are mutually exclusive")
-	case hasProperty:
-		if _, ok := hashProperties[property]; !ok {
-			return Errorf(CodePreconditionFailed, "Unsupported property: %s", property)
-		}
-	}
-	return nil
-}
-
-// validateHashWeight is x-consistent-hash's validate_binding: the key is
-// the binding's weight, a decimal integer from 1 to maxHashWeight.
-func validateHashWeight(key string) error {
-	w, ok := parseHashWeight(key)
-	switch {
-	case !ok:
-		return Errorf(CodePreconditionFailed, "The binding key must be an integer: %s", termBinary(key))
-	case w < 1:
-		return Errorf(CodePreconditionFailed, "The binding key must be greater than 0")
-	case w > maxHashWeight:
-		return Errorf(CodePreconditionFailed, "The binding key must not exceed %d", maxHashWeight)
-	}
-	return nil
 }
 
 // parseHashWeight parses a binding key as Erlang's list_to_integer does:

@@ -77,17 +77,3 @@ func (l *localRandomRouter) route(r *routing, _ []string, _ map[string]any) {
 		r.hit(l.all[rand.IntN(n)])
 	}
 }
-
-// validateLocalRandomBinding is x-local-random's validate_binding: the
-// key must be empty, then the destination must be a queue. RabbitMQ also
-// refuses queues other than classic ones ("Queue type rabbit_quorum_queue
-// not valid for this exchange type"); every queue here is classic.
-func validateLocalRandomBinding(def BindingDef) error {
-	if def.Key != "" {
-		return Errorf(CodePreconditionFailed, "Non empty binding '%s' key not permitted", def.Key)
-	}
-	if def.DestKind != DestQueue {
-		return Errorf(CodePreconditionFailed, "Destination not found")
-	}
-	return nil
-}

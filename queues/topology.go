@@ -58,10 +58,6 @@ type BindingDef struct {
 
 const argAlternateExchange = "alternate-exchange"
 
-// maxTopicHashes is the most '#' words a topic binding key may have
-// (rabbit_exchange_type_topic ?MAX_HASH_WILDCARDS, RabbitMQ 4.3.5).
-const maxTopicHashes = 2
-
 func errDefaultExchange() *Error {
 	return Errorf(CodeAccessRefused, "operation not permitted on the default exchange")
 }
@@ -277,30 +273,6 @@ func (vt *vhostTopo) endpoints(def BindingDef) (src *exchange, q *queueEntry, x 
 		return nil, nil, nil, errNoExchange(vt.name, def.Dest)
 	}
 	return src, nil, x, nil
-}
-
-// validateBinding is the exchange type's validate_binding.
-func validateBinding(typ string, def BindingDef) error {
-	switch typ {
-	case ExchangeHeaders:
-		return validateXMatch(def.Args)
-	case ExchangeConsistentHash:
-		return validateHashWeight(def.Key)
-	case ExchangeLocalRandom:
-		return validateLocalRandomBinding(def)
-	case ExchangeTopic:
-		n := 0
-		forEachWord(def.Key, func(w string) {
-			if w == "#" {
-				n++
-			}
-		})
-		if n > maxTopicHashes {
-			return Errorf(CodePreconditionFailed, "Topic binding key '%s' uses %d '#' wildcards, at most %d are allowed",
-				def.Key, n, maxTopicHashes)
-		}
-	}
-	return nil
 }
 
 // Unbind removes a binding; a missing binding, source or destination is
