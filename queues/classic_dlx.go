@@ -214,12 +214,9 @@ func (b *Broker) routeDeadLetter(vhost, exchange string, dl *deadLetter, dst []s
 	}
 	vt.mu.RLock()
 	defer vt.mu.RUnlock()
-	x := vt.exchanges[exchange]
+	x := vt.idx.Exchange(exchange)
 	if x == nil {
 		return dst, errNoExchange(vhost, exchange)
 	}
-	if exchange == "" {
-		return vt.routeDefaultLocked(dl.keys, dst), nil
-	}
-	return vt.routeLocked(x, dl.keys, dl.headers, &dl.props, dst), nil
+	return vt.idx.Route(x, dl.keys, dl.headers, &dl.props, dst), nil
 }

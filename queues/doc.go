@@ -1,9 +1,14 @@
 // Package queues is the broker's model, shared by the protocol front ends:
 // virtual hosts, users and their permissions, streams (queue destinations
 // for AMQP too: stream_queue.go),
-// AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
-// headers.go, route_hash*.go), and classic queues as views over private
+// AMQP exchanges and bindings (topology*.go: the API with RabbitMQ's
+// checks and reply texts, the catalog records and the vhost locks, over
+// package route, which indexes them and routes without storage), and
+// classic queues as views over private
 // logs (queue.go, classic*.go), all catalogued in pebble.
+//
+// Both this package and package route read AMQP field values as RabbitMQ
+// does through package internal/fieldval.
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/queues/route"
 )
 
 // Policies, as RabbitMQ 4.3 has them (rabbit_policy, rabbit_policies and
@@ -494,8 +495,8 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 	pols := b.pol.snapshot(vhost)
 	vt.mu.Lock()
 	defer vt.mu.Unlock()
-	for _, x := range vt.exchanges {
-		x.resolveAE(pols)
+	for x := range vt.idx.Exchanges() {
+		resolveAE(x, pols)
 	}
 }
 
@@ -503,18 +504,19 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 // finds it (rabbit_policy:get_arg/3): the "alternate-exchange" argument if
 // the exchange has one, else its policy's alternate-exchange.
 // REQUIRES: vt.wmu held, and vt.mu held for writing once x is in vt.
-func (x *exchange) resolveAE(pols *vhostPolicies) {
-	if ae, ok := x.def.Args[argAlternateExchange].(string); ok {
-		x.ae, x.hasAE = ae, true
+func resolveAE(x *route.Exchange, pols *vhostPolicies) {
+	def := x.Def()
+	if ae, ok := def.Args[argAlternateExchange].(string); ok {
+		x.SetAlternate(ae)
 		return
 	}
-	x.ae, x.hasAE = "", false
+	x.ClearAlternate()
 	if pols == nil {
 		return
 	}
-	if p := pols.match(x.def.Name, PolicyKindExchange); p != nil {
+	if p := pols.match(def.Name, PolicyKindExchange); p != nil {
 		if ae, ok := p.Definition[argAlternateExchange].(string); ok {
-			x.ae, x.hasAE = ae, true
+			x.SetAlternate(ae)
 		}
 	}
 }
@@ -522,6 +524,6 @@ func (x *exchange) resolveAE(pols *vhostPolicies) {
 // resolveExchangePolicy resolves a new exchange's alternate exchange
 // against the current policies of vt's vhost. Called by commitTopo.
 // REQUIRES: vt.wmu held; x not yet in vt.
-func (b *Broker) resolveExchangePolicy(vt *vhostTopo, x *exchange) {
-	x.resolveAE(b.pol.snapshot(vt.name))
+func (b *Broker) resolveExchangePolicy(vt *vhostTopo, x *route.Exchange) {
+	resolveAE(x, b.pol.snapshot(vt.name))
 }

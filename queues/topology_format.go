@@ -13,9 +13,8 @@ import (
 	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
-// AMQP field types as RabbitMQ names them, Erlang term formatting for
-// reply texts, and binding identities (package fieldval has the field
-// values' semantics and canonical encoding).
+// AMQP field types as RabbitMQ names them and Erlang term formatting, for
+// reply texts (package fieldval has the field values' semantics).
 
 // fieldType returns RabbitMQ's name of a field value's type (see
 // fieldval.Type).
@@ -172,17 +171,4 @@ func termFloat(f float64) string {
 		exp = "-" + exp
 	}
 	return mant + "e" + exp
-}
-
-// bindingIdent is a binding's identity within its vhost: source,
-// destination kind and name, key and arguments (typed, sorted by key),
-// as RabbitMQ compares bindings. It is also the catalog key suffix.
-func bindingIdent(def BindingDef) string {
-	b := make([]byte, 0, 16+len(def.Source)+len(def.Dest)+len(def.Key))
-	b = fieldval.AppendString(b, def.Source)
-	b = append(b, byte(def.DestKind))
-	b = fieldval.AppendString(b, def.Dest)
-	b = fieldval.AppendString(b, def.Key)
-	b = fieldval.AppendTable(b, def.Args)
-	return string(b)
 }

@@ -1,5 +1,11 @@
 package queues
 
+import (
+	"strings"
+
+	"github.com/warren-mq/warren/queues/route"
+)
+
 // The exchange types' checks of a declaration and of a binding
 // (validate/1 and validate_binding/2 of RabbitMQ's exchange type
 // modules), with RabbitMQ's reply texts.
@@ -19,11 +25,11 @@ func validateBinding(typ string, def BindingDef) error {
 		return validateLocalRandomBinding(def)
 	case ExchangeTopic:
 		n := 0
-		forEachWord(def.Key, func(w string) {
+		for w := range strings.SplitSeq(def.Key, ".") {
 			if w == "#" {
 				n++
 			}
-		})
+		}
 		if n > maxTopicHashes {
 			return Errorf(CodePreconditionFailed, "Topic binding key '%s' uses %d '#' wildcards, at most %d are allowed",
 				def.Key, n, maxTopicHashes)
@@ -39,7 +45,7 @@ func validateExchangeArgs(def ExchangeDef) error {
 	if def.Type != ExchangeConsistentHash {
 		return nil
 	}
-	for _, k := range []string{argHashHeader, argHashProperty} {
+	for _, k := range []string{route.ArgHashHeader, route.ArgHashProperty} {
 		if v, ok := def.Args[k]; ok {
 			if _, isStr := v.(string); !isStr {
 				// RabbitMQ's hash_args matches longstr only and fails
@@ -49,13 +55,13 @@ func validateExchangeArgs(def ExchangeDef) error {
 			}
 		}
 	}
-	_, hasHeader := def.Args[argHashHeader]
-	property, hasProperty := def.Args[argHashProperty].(string)
+	_, hasHeader := def.Args[route.ArgHashHeader]
+	property, hasProperty := def.Args[route.ArgHashProperty].(string)
 	switch {
 	case hasHeader && hasProperty:
 		return Errorf(CodePreconditionFailed, "hash-header and hash-property are mutually exclusive")
 	case hasProperty:
-		if _, ok := hashProperties[property]; !ok {
+		if !route.ValidHashProperty(property) {
 			return Errorf(CodePreconditionFailed, "Unsupported property: %s", property)
 		}
 	}
@@ -63,16 +69,16 @@ func validateExchangeArgs(def ExchangeDef) error {
 }
 
 // validateHashWeight is x-consistent-hash's validate_binding: the key is
-// the binding's weight, a decimal integer from 1 to maxHashWeight.
+// the binding's weight, a decimal integer from 1 to route.MaxHashWeight.
 func validateHashWeight(key string) error {
-	w, ok := parseHashWeight(key)
+	w, ok := route.ParseHashWeight(key)
 	switch {
 	case !ok:
 		return Errorf(CodePreconditionFailed, "The binding key must be an integer: %s", termBinary(key))
 	case w < 1:
 		return Errorf(CodePreconditionFailed, "The binding key must be greater than 0")
-	case w > maxHashWeight:
-		return Errorf(CodePreconditionFailed, "The binding key must not exceed %d", maxHashWeight)
+	case w > route.MaxHashWeight:
+		return Errorf(CodePreconditionFailed, "The binding key must not exceed %d", route.MaxHashWeight)
 	}
 	return nil
 }
@@ -89,7 +95,7 @@ func validateXMatch(args map[string]any) error {
 			fieldType(v), termText(v))
 	}
 	switch s {
-	case xMatchAll, xMatchAny, xMatchAllWithX, xMatchAnyWithX:
+	case route.XMatchAll, route.XMatchAny, route.XMatchAllWithX, route.XMatchAnyWithX:
 		return nil
 	}
 	return Errorf(CodePreconditionFailed, "Invalid x-match field value %s; expected all, any, all-with-x, or any-with-x",

@@ -1,10 +1,13 @@
-package queues
+package route
 
 import (
 	"slices"
 	"testing"
 	"time"
 )
+
+// namedTable is a table type of a front end's codec.
+type namedTable map[string]any
 
 // Ensure headers bindings match as RabbitMQ 4.3's
 // rabbit_exchange_type_headers does.
@@ -58,12 +61,12 @@ func TestHeadersMatch(t *testing.T) {
 	}
 	// All the bindings on one exchange, so that they share interned keys.
 	h, _ := newRouter(ExchangeHeaders)
-	bs := make([]*binding, len(cases))
+	bs := make([]*Binding, len(cases))
 	for i, c := range cases {
-		bs[i] = &binding{q: &queueEntry{name: c.name, id: int32(i)}, hm: newHeadersMatcher(normalizeArgs(c.args))}
+		bs[i] = &Binding{q: &Queue{name: c.name, id: int32(i)}, hm: newHeadersMatcher(c.args)}
 		h.add(bs[i])
 	}
-	vt := &vhostTopo{qIDs: idAlloc{next: int32(len(cases))}}
+	ix := &Index{qIDs: idAlloc{next: int32(len(cases))}}
 	check := func(odd bool) {
 		t.Helper()
 		var r routing
@@ -71,7 +74,7 @@ func TestHeadersMatch(t *testing.T) {
 			if odd && i%2 == 0 {
 				continue
 			}
-			r.begin(vt, nil)
+			r.begin(ix, nil)
 			h.route(&r, nil, c.headers)
 			r.headers.release()
 			if got := slices.Contains(r.dst, c.name); got != c.want {

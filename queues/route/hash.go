@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"cmp"
@@ -13,18 +13,19 @@ import (
 
 // The x-consistent-hash exchange (rabbitmq_consistent_hash_exchange's
 // rabbit_exchange_type_consistent_hash, RabbitMQ 4.3). The single-pick
-// types, x-modulus-hash and x-local-random, are in route_hash_pick.go;
-// the validation of their arguments and bindings in topology_validate.go.
+// types, x-modulus-hash and x-local-random, are in hash_pick.go. The
+// broker validates the arguments and binding keys before they get here
+// (ValidHashProperty, ParseHashWeight).
 
 // Exchange arguments of x-consistent-hash.
 const (
-	argHashHeader   = "hash-header"
-	argHashProperty = "hash-property"
+	ArgHashHeader   = "hash-header"
+	ArgHashProperty = "hash-property"
 )
 
-// maxHashWeight is the largest x-consistent-hash binding weight
+// MaxHashWeight is the largest x-consistent-hash binding weight
 // (?MAX_BINDING_WEIGHT).
-const maxHashWeight = 10_000
+const MaxHashWeight = 10_000
 
 // hashPointsPerWeight is the number of ring points one unit of binding
 // weight owns. A ring with one point per unit splits keys as unevenly as
@@ -54,10 +55,17 @@ var hashProperties = map[string]hashSource{
 	"timestamp":      hashTimestamp,
 }
 
-// parseHashWeight parses a binding key as Erlang's list_to_integer does:
+// ValidHashProperty reports whether name is a property hash-property may
+// name.
+func ValidHashProperty(name string) bool {
+	_, ok := hashProperties[name]
+	return ok
+}
+
+// ParseHashWeight parses a binding key as Erlang's list_to_integer does:
 // an optional sign and one or more decimal digits, nothing else. Values
-// beyond maxHashWeight come back as maxHashWeight+1, negative ones as -1.
-func parseHashWeight(key string) (int, bool) {
+// beyond MaxHashWeight come back as MaxHashWeight+1, negative ones as -1.
+func ParseHashWeight(key string) (int, bool) {
 	s := key
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
@@ -73,11 +81,11 @@ func parseHashWeight(key string) (int, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n <= maxHashWeight {
+		if n <= MaxHashWeight {
 			n = n*10 + int(c-'0')
 		}
 	}
-	n = min(n, maxHashWeight+1)
+	n = min(n, MaxHashWeight+1)
 	if neg && n > 0 {
 		return -1, true
 	}
@@ -137,7 +145,7 @@ type hashDestKey struct {
 type hashDest struct {
 	key      hashDestKey
 	slot     uint32
-	bindings []*binding // bindings to the destination; hit uses the first
+	bindings []*Binding // bindings to the destination; hit uses the first
 	points   uint32     // points owned: indexes 0 to points-1
 }
 
@@ -155,14 +163,14 @@ func newConsistentHashRouter() *consistentHashRouter {
 // configure reads the exchange's hash-header and hash-property arguments
 // (validated at declaration).
 func (c *consistentHashRouter) configure(args map[string]any) {
-	if h, ok := args[argHashHeader].(string); ok {
+	if h, ok := args[ArgHashHeader].(string); ok {
 		c.on, c.header = hashHeader, h
-	} else if p, ok := args[argHashProperty].(string); ok {
+	} else if p, ok := args[ArgHashProperty].(string); ok {
 		c.on = hashProperties[p]
 	}
 }
 
-func (c *consistentHashRouter) add(b *binding) {
+func (c *consistentHashRouter) add(b *Binding) {
 	k := hashDestKey{b.def.DestKind, b.def.Dest}
 	d := c.dests[k]
 	if d == nil {
@@ -182,7 +190,7 @@ func (c *consistentHashRouter) add(b *binding) {
 	b.ring = nil
 }
 
-func (c *consistentHashRouter) remove(b *binding) {
+func (c *consistentHashRouter) remove(b *Binding) {
 	k := hashDestKey{b.def.DestKind, b.def.Dest}
 	d := c.dests[k]
 	if d == nil {
@@ -225,20 +233,20 @@ func (c *consistentHashRouter) resize(d *hashDest, pts []ringPoint) {
 	d.points = want
 }
 
-// bindingHashWeight is the weight of a binding with key (validated at
-// Bind): 0 if invalid.
+// bindingHashWeight is the weight of a binding with key (validated by
+// the broker before binding): 0 if invalid.
 func bindingHashWeight(key string) int {
-	w, ok := parseHashWeight(key)
+	w, ok := ParseHashWeight(key)
 	if !ok || w < 1 {
 		return 0
 	}
-	return min(w, maxHashWeight)
+	return min(w, MaxHashWeight)
 }
 
 // hashPoints returns the points of destination k at weight w, sorted,
 // without their slot. Bindings get theirs before the change is applied
-// (newBinding), so that a heavy binding does not hold the vhost's
-// routing lock while its points are hashed and sorted.
+// (Index.NewBinding), so that a heavy binding does not hold exclusive
+// access to the index while its points are hashed and sorted.
 func hashPoints(k hashDestKey, w int) []ringPoint {
 	n := uint32(w * hashPointsPerWeight)
 	pts := make([]ringPoint, n)

@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"slices"
@@ -26,12 +26,12 @@ import (
 //   - all with no participating arguments matches every message; any
 //     matches none.
 
-// x-match modes.
+// x-match modes: the values of a headers binding's x-match argument.
 const (
-	xMatchAll      = "all"
-	xMatchAny      = "any"
-	xMatchAllWithX = "all-with-x"
-	xMatchAnyWithX = "any-with-x"
+	XMatchAll      = "all"
+	XMatchAny      = "any"
+	XMatchAllWithX = "all-with-x"
+	XMatchAnyWithX = "any-with-x"
 )
 
 // headersMatcher is a headers binding's arguments, prepared.
@@ -51,7 +51,7 @@ type headerEntry struct {
 // the argument keys they use, interned so that routing hashes each
 // message header once rather than once per binding.
 type headersRouter struct {
-	all     []*binding
+	all     []*Binding
 	keyIdx  map[string]int32
 	keyRefs []int32 // by key index: entries using the key; 0 when free
 	free    []int32
@@ -66,7 +66,7 @@ type headersScratch struct {
 	set  []int32  // indexes of vals to clear after the call
 }
 
-func (h *headersRouter) add(b *binding) {
+func (h *headersRouter) add(b *Binding) {
 	for i := range b.hm.entries {
 		e := &b.hm.entries[i]
 		idx, ok := h.keyIdx[e.key]
@@ -86,7 +86,7 @@ func (h *headersRouter) add(b *binding) {
 	h.all = append(h.all, b)
 }
 
-func (h *headersRouter) remove(b *binding) {
+func (h *headersRouter) remove(b *Binding) {
 	if !slices.Contains(h.all, b) {
 		return
 	}
@@ -142,8 +142,8 @@ func (s *headersScratch) release() {
 
 func newHeadersMatcher(args map[string]any) *headersMatcher {
 	mode, _ := args["x-match"].(string) // an invalid one is all, as in RabbitMQ
-	withX := mode == xMatchAllWithX || mode == xMatchAnyWithX
-	m := &headersMatcher{any: mode == xMatchAny || mode == xMatchAnyWithX}
+	withX := mode == XMatchAllWithX || mode == XMatchAnyWithX
+	m := &headersMatcher{any: mode == XMatchAny || mode == XMatchAnyWithX}
 	for k, v := range args {
 		if k == "x-match" || !withX && strings.HasPrefix(k, "x-") {
 			continue
