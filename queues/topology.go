@@ -358,7 +358,7 @@ func (b *Broker) RouteMessage(vhost, exchange string, m *RoutingMessage, dst []s
 	if x == nil {
 		return dst, errNoExchange(vhost, exchange)
 	}
-	if x.Def().Internal {
+	if x.Internal() {
 		return dst, Errorf(CodeAccessRefused, "cannot publish to internal %s", rs("exchange", exchange, vhost))
 	}
 	return vt.idx.Route(x, m.Keys, m.Headers, &m.Props, dst), nil

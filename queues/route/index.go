@@ -145,6 +145,10 @@ func newRouter(typ string) (router, bool) {
 // modify them.
 func (x *Exchange) Def() ExchangeDef { return x.def }
 
+// Internal reports whether x is internal: clients may not publish to
+// it. (Def would copy the definition on the publish path.)
+func (x *Exchange) Internal() bool { return x.def.Internal }
+
 // Binding returns the binding from x with identity ident, or nil.
 func (x *Exchange) Binding(ident string) *Binding { return x.src[ident] }
 
