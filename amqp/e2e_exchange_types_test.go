@@ -12,7 +12,7 @@ import (
 )
 
 // End-to-end tests of the exchange types beyond the four of AMQP 0-9-1:
-// x-consistent-hash, x-modulus-hash and x-local-random (queues/route_hash*.go).
+// x-consistent-hash, x-modulus-hash and x-local-random (queues/route/hash*.go).
 
 // xtPub is one message to publish.
 type xtPub struct {

@@ -1,7 +1,9 @@
 // Package queues is the broker's model, shared by the protocol front ends:
 // virtual hosts, users and their permissions, streams (queue destinations
-// for AMQP too: stream_queue.go), AMQP exchanges, bindings and routing (topology*.go, route.go, topic.go,
-// headers.go, route_hash*.go), and the registry of classic and quorum
+// for AMQP too: stream_queue.go), AMQP exchanges and bindings
+// (topology*.go: the API with RabbitMQ's checks and reply texts, the
+// catalog records and the vhost locks, over package route), the registry
+// of classic and quorum
 // queues (queue.go: declare, lookup, delete, recovery; queue_args.go and
 // queue_quorum.go: the declare rules; queue_host.go: what the queues ask
 // of the broker), and policies (policy.go: their catalog, versions and
@@ -23,8 +25,13 @@
 //	policy   what a policy is, its validation, which one applies to an
 //	         entity and how its values combine with declare arguments; it
 //	         holds no state
+//	route    the exchange and binding index of a vhost and routing,
+//	         without storage or locks; topology_alias.go names its types
 //	qerr     the errors that carry an AMQP reply code; errors.go names
 //	         them here (Error, Errorf, CodeNotFound, ...)
+//
+// Both this package and package route read AMQP field values as RabbitMQ
+// does through package internal/fieldval.
 //
 // Catalog keys (values are JSON; argument tables inside them are typed,
 // see table.go):

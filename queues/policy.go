@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/warren-mq/warren/queues/policy"
+	"github.com/warren-mq/warren/queues/route"
 )
 
 // Policies: the broker keeps each vhost's policies (a policy.Set) in the
@@ -364,8 +365,8 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 	pols := b.pol.snapshot(vhost).policies()
 	vt.mu.Lock()
 	defer vt.mu.Unlock()
-	for _, x := range vt.exchanges {
-		x.resolveAE(pols)
+	for x := range vt.idx.Exchanges() {
+		resolveAE(x, pols)
 	}
 }
 
@@ -373,15 +374,16 @@ func (b *Broker) topoPoliciesChanged(vhost string) {
 // finds it (rabbit_policy:get_arg/3): the "alternate-exchange" argument if
 // the exchange has one, else its policy's alternate-exchange.
 // REQUIRES: vt.wmu held, and vt.mu held for writing once x is in vt.
-func (x *exchange) resolveAE(pols *policy.Set) {
-	if ae, ok := x.def.Args[argAlternateExchange].(string); ok {
-		x.ae, x.hasAE = ae, true
+func resolveAE(x *route.Exchange, pols *policy.Set) {
+	def := x.Def()
+	if ae, ok := def.Args[argAlternateExchange].(string); ok {
+		x.SetAlternate(ae)
 		return
 	}
-	x.ae, x.hasAE = "", false
-	if p := pols.Match(x.def.Name, policy.KindExchange); p != nil {
+	x.ClearAlternate()
+	if p := pols.Match(def.Name, policy.KindExchange); p != nil {
 		if ae, ok := p.Definition[argAlternateExchange].(string); ok {
-			x.ae, x.hasAE = ae, true
+			x.SetAlternate(ae)
 		}
 	}
 }
@@ -389,6 +391,6 @@ func (x *exchange) resolveAE(pols *policy.Set) {
 // resolveExchangePolicy resolves a new exchange's alternate exchange
 // against the current policies of vt's vhost. Called by commitTopo.
 // REQUIRES: vt.wmu held; x not yet in vt.
-func (b *Broker) resolveExchangePolicy(vt *vhostTopo, x *exchange) {
-	x.resolveAE(b.pol.snapshot(vt.name).policies())
+func (b *Broker) resolveExchangePolicy(vt *vhostTopo, x *route.Exchange) {
+	resolveAE(x, b.pol.snapshot(vt.name).policies())
 }

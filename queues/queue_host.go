@@ -27,21 +27,8 @@ func (h queueHost) Args(kind string, def *QueueDef) func(key string) (any, bool)
 // routes dead letters with rabbit_exchange:route/3, which does not check
 // internal). A missing exchange is 404.
 func (h queueHost) RouteDeadLetter(vhost, exchange string, dl *classic.DeadLetter, dst []string) ([]string, error) {
-	vt, err := h.b.topoVHost(vhost)
-	if err != nil {
-		return dst, err
-	}
-	vt.mu.RLock()
-	defer vt.mu.RUnlock()
-	x := vt.exchanges[exchange]
-	if x == nil {
-		return dst, errNoExchange(vhost, exchange)
-	}
-	if exchange == "" {
-		return vt.routeDefaultLocked(dl.Keys, dst), nil
-	}
 	props := routingPropsOf(dl.Props, &dl.PropsView)
-	return vt.routeLocked(x, dl.Keys, dl.Headers, &props, dst), nil
+	return h.b.route(vhost, exchange, dl.Keys, dl.Headers, &props, true, dst)
 }
 
 // routingPropsOf returns the properties routing reads.

@@ -77,7 +77,7 @@ func (b *Broker) upgradeSuperStreams() error {
 			if err != nil {
 				return err
 			}
-			if err := batch.Set(bindingKey(ss.VHost, bindingIdent(def)), rec, nil); err != nil {
+			if err := batch.Set(bindingKey(ss.VHost, def.Ident()), rec, nil); err != nil {
 				return err
 			}
 		}

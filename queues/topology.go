@@ -6,61 +6,16 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/warren-mq/warren/queues/route"
 )
 
 // Exchanges, bindings and routing (AMQP 0-9-1 topology), as RabbitMQ 4.3
 // has them (rabbit_exchange, rabbit_binding, rabbit_channel and the
-// exchange type modules). The state lives in topology_state.go, routing
-// in route.go, topic.go and headers.go.
-
-// Exchange types.
-const (
-	ExchangeDirect  = "direct"
-	ExchangeFanout  = "fanout"
-	ExchangeTopic   = "topic"
-	ExchangeHeaders = "headers"
-
-	// Beyond AMQP 0-9-1 (route_hash*.go).
-	ExchangeConsistentHash = "x-consistent-hash"
-	ExchangeModulusHash    = "x-modulus-hash"
-	ExchangeLocalRandom    = "x-local-random"
-)
-
-// DestKind says whether a binding's destination is a queue or an exchange.
-type DestKind uint8
-
-// Destination kinds.
-const (
-	DestQueue DestKind = iota
-	DestExchange
-)
-
-// ExchangeDef is an exchange as declared.
-type ExchangeDef struct {
-	VHost      string
-	Name       string
-	Type       string
-	Durable    bool
-	AutoDelete bool
-	Internal   bool
-	Args       map[string]any
-}
-
-// BindingDef is one binding from an exchange to a queue or an exchange.
-type BindingDef struct {
-	VHost    string
-	Source   string // exchange
-	DestKind DestKind
-	Dest     string
-	Key      string
-	Args     map[string]any
-}
-
-const argAlternateExchange = "alternate-exchange"
-
-// maxTopicHashes is the most '#' words a topic binding key may have
-// (rabbit_exchange_type_topic ?MAX_HASH_WILDCARDS, RabbitMQ 4.3.5).
-const maxTopicHashes = 2
+// exchange type modules): the broker's API over package route's index,
+// with RabbitMQ's reply codes and texts. The state and its persistence
+// live in topology_state.go, the exchange types' checks in
+// topology_validate.go, routing in package route.
 
 func errDefaultExchange() *Error {
 	return Errorf(CodeAccessRefused, "operation not permitted on the default exchange")
@@ -77,7 +32,7 @@ func errNoExchange(vhost, name string) *Error {
 // Durable exchanges are persisted before it returns.
 func (b *Broker) DeclareExchange(def ExchangeDef) error {
 	// The order of the checks is rabbit_channel's exchange.declare.
-	if _, ok := newRouter(def.Type); !ok {
+	if !route.KnownType(def.Type) {
 		return Errorf(CodePreconditionFailed, "unknown exchange type '%s'", def.Type)
 	}
 	if def.Name == "" {
@@ -89,8 +44,8 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
-	if x := vt.exchanges[def.Name]; x != nil {
-		return x.assertEquivalent(def)
+	if x := vt.idx.Exchange(def.Name); x != nil {
+		return assertExchangeEquivalent(x.Def(), def)
 	}
 	if strings.HasPrefix(def.Name, "amq.") {
 		return Errorf(CodeAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", def.Name)
@@ -105,14 +60,13 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 		return err
 	}
 	def.Args = normalizeArgs(def.Args)
-	return b.commitTopo(vt, &topoChange{addX: newExchange(def)})
+	return b.commitTopo(vt, &route.Change{AddX: route.NewExchange(def)})
 }
 
-// assertEquivalent checks a redeclare as rabbit_exchange:assert_equivalence
-// does: type, durable, auto_delete, internal, then the alternate-exchange
-// argument.
-func (x *exchange) assertEquivalent(def ExchangeDef) error {
-	cur := x.def
+// assertExchangeEquivalent checks a redeclare of cur as
+// rabbit_exchange:assert_equivalence does: type, durable, auto_delete,
+// internal, then the alternate-exchange argument.
+func assertExchangeEquivalent(cur, def ExchangeDef) error {
 	name := rs("exchange", cur.Name, cur.VHost)
 	field := func(key, received, current string) error {
 		return Errorf(CodePreconditionFailed, "inequivalent arg '%s' for %s: received '%s' but current is '%s'",
@@ -189,15 +143,17 @@ func (b *Broker) Exchange(vhost, name string) (ExchangeDef, error) {
 	}
 	vt.mu.RLock()
 	defer vt.mu.RUnlock()
-	x := vt.exchanges[name]
+	x := vt.idx.Exchange(name)
 	if x == nil {
 		return ExchangeDef{}, errNoExchange(vhost, name)
 	}
-	return x.defCopy(), nil
+	return exchangeDefCopy(x), nil
 }
 
-func (x *exchange) defCopy() ExchangeDef {
-	def := x.def
+// exchangeDefCopy returns x's definition with arguments the caller may
+// keep.
+func exchangeDefCopy(x *route.Exchange) ExchangeDef {
+	def := x.Def()
 	def.Args = maps.Clone(def.Args)
 	return def
 }
@@ -219,16 +175,16 @@ func (b *Broker) DeleteExchange(vhost, name string, ifUnused bool) error {
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
-	x := vt.exchanges[name]
+	x := vt.idx.Exchange(name)
 	if x == nil {
 		return nil
 	}
-	if ifUnused && len(x.src) > 0 {
+	if ifUnused && x.NumBindings() > 0 {
 		return Errorf(CodePreconditionFailed, "%s in use", rs("exchange", name, vhost))
 	}
-	var c topoChange
-	c.deleteExchange(x)
-	c.autoDelete()
+	var c route.Change
+	c.DeleteExchange(x)
+	c.AutoDelete()
 	return b.commitTopo(vt, &c)
 }
 
@@ -249,58 +205,34 @@ func (b *Broker) Bind(def BindingDef) error {
 	if err != nil {
 		return err
 	}
-	if err := validateBinding(src.def.Type, def); err != nil {
+	if err := validateBinding(src.Def().Type, def); err != nil {
 		return err
 	}
 	bd := vt.newBinding(def, src, q, x)
-	if src.src[bd.ident] != nil {
+	if src.Binding(bd.Ident()) != nil {
 		return nil
 	}
-	return b.commitTopo(vt, &topoChange{addB: []*binding{bd}})
+	return b.commitTopo(vt, &route.Change{AddB: []*route.Binding{bd}})
 }
 
 // endpoints resolves a binding's source and destination: 404 for the
 // first one missing, the source first.
 // REQUIRES: vt.wmu held.
-func (vt *vhostTopo) endpoints(def BindingDef) (src *exchange, q *queueEntry, x *exchange, err error) {
-	src = vt.exchanges[def.Source]
+func (vt *vhostTopo) endpoints(def BindingDef) (src *route.Exchange, q *route.Queue, x *route.Exchange, err error) {
+	src = vt.idx.Exchange(def.Source)
 	if src == nil {
 		return nil, nil, nil, errNoExchange(vt.name, def.Source)
 	}
 	if def.DestKind == DestQueue {
-		if q = vt.queues[def.Dest]; q == nil {
+		if q = vt.idx.Queue(def.Dest); q == nil {
 			return nil, nil, nil, Errorf(CodeNotFound, "no %s", rs("queue", def.Dest, vt.name))
 		}
 		return src, q, nil, nil
 	}
-	if x = vt.exchanges[def.Dest]; x == nil {
+	if x = vt.idx.Exchange(def.Dest); x == nil {
 		return nil, nil, nil, errNoExchange(vt.name, def.Dest)
 	}
 	return src, nil, x, nil
-}
-
-// validateBinding is the exchange type's validate_binding.
-func validateBinding(typ string, def BindingDef) error {
-	switch typ {
-	case ExchangeHeaders:
-		return validateXMatch(def.Args)
-	case ExchangeConsistentHash:
-		return validateHashWeight(def.Key)
-	case ExchangeLocalRandom:
-		return validateLocalRandomBinding(def)
-	case ExchangeTopic:
-		n := 0
-		forEachWord(def.Key, func(w string) {
-			if w == "#" {
-				n++
-			}
-		})
-		if n > maxTopicHashes {
-			return Errorf(CodePreconditionFailed, "Topic binding key '%s' uses %d '#' wildcards, at most %d are allowed",
-				def.Key, n, maxTopicHashes)
-		}
-	}
-	return nil
 }
 
 // Unbind removes a binding; a missing binding, source or destination is
@@ -321,13 +253,13 @@ func (b *Broker) Unbind(def BindingDef) error {
 		return nil
 	}
 	def.Args = normalizeArgs(def.Args)
-	bd := src.src[bindingIdent(def)]
+	bd := src.Binding(def.Ident())
 	if bd == nil {
 		return nil
 	}
-	var c topoChange
-	c.deleteBinding(bd)
-	c.autoDelete()
+	var c route.Change
+	c.DeleteBinding(bd)
+	c.AutoDelete()
 	return b.commitTopo(vt, &c)
 }
 
@@ -338,10 +270,10 @@ func (b *Broker) Exchanges(vhost string) []ExchangeDef {
 	if err != nil {
 		return nil
 	}
+	var out []ExchangeDef
 	vt.mu.RLock()
-	out := make([]ExchangeDef, 0, len(vt.exchanges))
-	for _, x := range vt.exchanges {
-		out = append(out, x.defCopy())
+	for x := range vt.idx.Exchanges() {
+		out = append(out, exchangeDefCopy(x))
 	}
 	vt.mu.RUnlock()
 	slices.SortFunc(out, func(a, b ExchangeDef) int { return strings.Compare(a.Name, b.Name) })
@@ -375,14 +307,14 @@ func (b *Broker) bindings(vhost string, source *string) []BindingDef {
 	}
 	var all []entry
 	vt.mu.RLock()
-	for _, x := range vt.exchanges {
-		if source != nil && x.def.Name != *source {
+	for x := range vt.idx.Exchanges() {
+		if source != nil && x.Def().Name != *source {
 			continue
 		}
-		for _, bd := range x.src {
-			def := bd.def
+		for bd := range x.Bindings() {
+			def := bd.Def()
 			def.Args = maps.Clone(def.Args)
-			all = append(all, entry{def, bd.ident})
+			all = append(all, entry{def, bd.Ident()})
 		}
 	}
 	vt.mu.RUnlock()
@@ -413,41 +345,27 @@ func (b *Broker) Route(vhost, exchange string, keys []string, headers map[string
 	return b.RouteMessage(vhost, exchange, &RoutingMessage{Keys: keys, Headers: headers}, dst)
 }
 
-// RoutingMessage is what routing reads of a published message.
-type RoutingMessage struct {
-	Keys    []string       // the routing key, then the CC and BCC keys
-	Headers map[string]any // the message headers, nil when none
-	Props   RoutingProps
-}
-
-// RoutingProps are the message properties an exchange may route on
-// (x-consistent-hash's hash-property). The slices may alias the raw
-// content header: routing does not keep them.
-type RoutingProps struct {
-	MessageID     []byte // message-id, nil when absent
-	CorrelationID []byte // correlation-id, nil when absent
-	Timestamp     uint64 // timestamp in seconds, when HasTimestamp
-	HasTimestamp  bool
-}
-
 // RouteMessage is Route with the message properties: it appends to dst
 // the names of the queues m reaches, each once. It does not keep m.
 func (b *Broker) RouteMessage(vhost, exchange string, m *RoutingMessage, dst []string) ([]string, error) {
+	return b.route(vhost, exchange, m.Keys, m.Headers, &m.Props, false, dst)
+}
+
+// route is RouteMessage, through an internal exchange too when
+// internalOK (dead letters).
+func (b *Broker) route(vhost, exchange string, keys []string, headers map[string]any, props *RoutingProps, internalOK bool, dst []string) ([]string, error) {
 	vt, err := b.topoVHost(vhost)
 	if err != nil {
 		return dst, err
 	}
 	vt.mu.RLock()
 	defer vt.mu.RUnlock()
-	x := vt.exchanges[exchange]
+	x := vt.idx.Exchange(exchange)
 	if x == nil {
 		return dst, errNoExchange(vhost, exchange)
 	}
-	if x.def.Internal {
+	if x.Internal() && !internalOK {
 		return dst, Errorf(CodeAccessRefused, "cannot publish to internal %s", rs("exchange", exchange, vhost))
 	}
-	if exchange == "" {
-		return vt.routeDefaultLocked(m.Keys, dst), nil
-	}
-	return vt.routeLocked(x, m.Keys, m.Headers, &m.Props, dst), nil
+	return vt.idx.Route(x, keys, headers, props, dst), nil
 }

@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/queues/route"
 )
 
-// The in-memory topology and its persistence.
+// The in-memory topology (package route's index, one per vhost), its
+// locks and its persistence.
 //
 // Lock order (leaves: no topology lock is held while calling out of the
 // topology code, so the queue code may call the hooks with its own locks
@@ -20,9 +22,10 @@ import (
 //	topoState.dirMu → vhostTopo.wmu → vhostTopo.mu
 //
 // wmu serialises the changes of one vhost and is held across catalog I/O;
-// mu guards the maps and routing indexes and is write-locked only to apply
-// a change already on disk, so publishers (Route, read-locking mu) never
-// wait for an fsync.
+// mu guards the index and is write-locked only to apply a change already
+// on disk, so publishers (Route, read-locking mu) never wait for an
+// fsync. A wmu holder may read the index without mu (only wmu holders
+// change it), which is what route.Index allows of its single writer.
 
 // topoState is a broker's topology: one vhostTopo per vhost, looked up
 // through a copy-on-write directory.
@@ -103,11 +106,8 @@ type vhostTopo struct {
 
 	wmu sync.Mutex // serialises changes; held across catalog I/O
 
-	mu        sync.RWMutex // guards everything below; write-held only with wmu
-	exchanges map[string]*exchange
-	queues    map[string]*queueEntry
-	xIDs      idAlloc // dense exchange ids, for the routing visited set
-	qIDs      idAlloc // dense queue ids, for the routing duplicate set
+	mu  sync.RWMutex // guards idx; write-held only with wmu
+	idx *route.Index
 	// pending holds durable bindings to queues not recovered yet, by
 	// queue name: openTopology runs before the queues are opened.
 	pending map[string][]pendingBinding
@@ -116,186 +116,17 @@ type vhostTopo struct {
 	recovered bool
 }
 
-// exchange is a declared exchange with its routing index.
-type exchange struct {
-	def    ExchangeDef
-	id     int32
-	router router
-	ae     string // alternate exchange name, when hasAE
-	hasAE  bool
-	src    map[string]*binding // bindings from this exchange, by identity
-	dst    map[string]*binding // bindings to this exchange, by identity
-}
-
-// queueEntry is a queue as the topology sees it: a routing destination.
-type queueEntry struct {
-	name    string
-	durable bool
-	id      int32
-	dst     map[string]*binding // bindings to this queue, by identity
-}
-
-// binding is a binding with its endpoints resolved.
-type binding struct {
-	def     BindingDef
-	ident   string // identity within the vhost; see bindingIdent
-	src     *exchange
-	q       *queueEntry // destination queue, or nil
-	x       *exchange   // destination exchange, or nil
-	durable bool        // persisted: source and destination are durable
-	hm      *headersMatcher
-	ring    []ringPoint // x-consistent-hash: its points, until the router takes them
-}
-
 // pendingBinding is a catalogued binding waiting for its queue.
 type pendingBinding struct {
 	def   BindingDef
 	ident string // as in the catalog key
 }
 
-// idAlloc hands out small dense ids, reusing freed ones.
-type idAlloc struct {
-	next int32
-	free []int32
-}
-
-func (a *idAlloc) get() int32 {
-	if n := len(a.free); n > 0 {
-		id := a.free[n-1]
-		a.free = a.free[:n-1]
-		return id
-	}
-	a.next++
-	return a.next - 1
-}
-
-func (a *idAlloc) put(id int32) { a.free = append(a.free, id) }
-
-// The exchanges every vhost has (rabbit_vhost:declare_default_exchanges).
-var standardExchanges = []ExchangeDef{
-	{Name: "", Type: ExchangeDirect, Durable: true},
-	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
-	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
-	{Name: "amq.topic", Type: ExchangeTopic, Durable: true},
-	{Name: "amq.headers", Type: ExchangeHeaders, Durable: true},
-	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
-	{Name: "amq.rabbitmq.trace", Type: ExchangeTopic, Durable: true, Internal: true},
-}
-
 func newVHostTopo(vhost string) *vhostTopo {
-	vt := &vhostTopo{
-		name:      vhost,
-		exchanges: map[string]*exchange{},
-		queues:    map[string]*queueEntry{},
-		pending:   map[string][]pendingBinding{},
-	}
-	for _, def := range standardExchanges {
-		def.VHost = vhost
-		x := newExchange(def)
-		if def.Name == "" {
-			x.router = defaultRouter{}
-		}
-		vt.addExchangeLocked(x)
-	}
-	return vt
-}
-
-// newExchange builds an exchange of a type newRouter knows.
-func newExchange(def ExchangeDef) *exchange {
-	r, _ := newRouter(def.Type)
-	if c, ok := r.(*consistentHashRouter); ok {
-		c.configure(def.Args)
-	}
-	x := &exchange{def: def, router: r, src: map[string]*binding{}, dst: map[string]*binding{}}
-	if ae, ok := def.Args[argAlternateExchange].(string); ok {
-		x.ae, x.hasAE = ae, true
-	}
-	return x
-}
-
-// newRouter returns the routing index of an exchange type, or false for
-// an unknown type.
-func newRouter(typ string) (router, bool) {
-	switch typ {
-	case ExchangeDirect:
-		return &directRouter{keys: map[string][]*binding{}}, true
-	case ExchangeFanout:
-		return &fanoutRouter{}, true
-	case ExchangeTopic:
-		return &topicRouter{trie: newTopicTrie()}, true
-	case ExchangeHeaders:
-		return &headersRouter{keyIdx: map[string]int32{}}, true
-	case ExchangeConsistentHash:
-		return newConsistentHashRouter(), true
-	case ExchangeModulusHash:
-		return &modulusHashRouter{}, true
-	case ExchangeLocalRandom:
-		return &localRandomRouter{}, true
-	}
-	return nil, false
-}
-
-// destDurable reports whether a binding's destination is durable.
-func (b *binding) destDurable() bool {
-	if b.q != nil {
-		return b.q.durable
-	}
-	return b.x.def.Durable
-}
-
-// topoChange is one atomic change of a vhost's topology: computed under
-// wmu, persisted, then applied under mu.
-type topoChange struct {
-	addX *exchange
-	addB []*binding
-
-	delB       []*binding
-	delBSet    map[*binding]bool
-	srcRemoved map[*exchange]int // bindings of delB by source
-	delX       []*exchange
-	delXSet    map[*exchange]bool
-}
-
-func (c *topoChange) deleteBinding(b *binding) {
-	if c.delBSet == nil {
-		c.delBSet = map[*binding]bool{}
-		c.srcRemoved = map[*exchange]int{}
-	}
-	if c.delBSet[b] {
-		return
-	}
-	c.delBSet[b] = true
-	c.delB = append(c.delB, b)
-	c.srcRemoved[b.src]++
-}
-
-// deleteExchange removes x and every binding from or to it.
-func (c *topoChange) deleteExchange(x *exchange) {
-	if c.delXSet == nil {
-		c.delXSet = map[*exchange]bool{}
-	}
-	if c.delXSet[x] {
-		return
-	}
-	c.delXSet[x] = true
-	c.delX = append(c.delX, x)
-	for _, b := range x.src {
-		c.deleteBinding(b)
-	}
-	for _, b := range x.dst {
-		c.deleteBinding(b)
-	}
-}
-
-// autoDelete adds the auto-delete exchanges the change leaves without
-// bindings as a source, transitively (deleting one removes its bindings
-// as a destination, which may empty another), as RabbitMQ does.
-func (c *topoChange) autoDelete() {
-	for i := 0; i < len(c.delB); i++ {
-		s := c.delB[i].src
-		if s.def.AutoDelete && !c.delXSet[s] && c.srcRemoved[s] == len(s.src) {
-			c.deleteExchange(s)
-		}
+	return &vhostTopo{
+		name:    vhost,
+		idx:     route.NewIndex(vhost),
+		pending: map[string][]pendingBinding{},
 	}
 }
 
@@ -325,56 +156,59 @@ type bindingRecord struct {
 func exchangeKey(vhost, name string) []byte { return []byte("e/" + vhost + "\x00" + name) }
 func bindingKey(vhost, ident string) []byte { return []byte("b/" + vhost + "\x00" + ident) }
 
-// persist writes the durable part of c to the catalog in one synced batch.
-func (b *Broker) persistTopo(vt *vhostTopo, c *topoChange) error {
+// persistTopo writes the durable part of c to the catalog in one synced
+// batch.
+func (b *Broker) persistTopo(vt *vhostTopo, c *route.Change) error {
 	batch := b.cat.db.NewBatch()
 	defer batch.Close()
-	for _, bd := range c.delB {
-		if bd.durable {
-			if err := batch.Delete(bindingKey(vt.name, bd.ident), nil); err != nil {
+	for _, bd := range c.DelB {
+		if bd.Durable() {
+			if err := batch.Delete(bindingKey(vt.name, bd.Ident()), nil); err != nil {
 				return err
 			}
 		}
 	}
-	for _, x := range c.delX {
-		if x.def.Durable {
-			if err := batch.Delete(exchangeKey(vt.name, x.def.Name), nil); err != nil {
+	for _, x := range c.DelX {
+		if x.Def().Durable {
+			if err := batch.Delete(exchangeKey(vt.name, x.Def().Name), nil); err != nil {
 				return err
 			}
 		}
 	}
-	if x := c.addX; x != nil && x.def.Durable {
-		args, err := encodeArgs(x.def.Args)
+	if c.AddX != nil && c.AddX.Def().Durable {
+		x := c.AddX.Def()
+		args, err := encodeArgs(x.Args)
 		if err != nil {
 			return err
 		}
 		v, err := json.Marshal(exchangeRecord{
-			VHost: vt.name, Name: x.def.Name, Type: x.def.Type, Durable: true,
-			AutoDelete: x.def.AutoDelete, Internal: x.def.Internal, Args: args,
+			VHost: vt.name, Name: x.Name, Type: x.Type, Durable: true,
+			AutoDelete: x.AutoDelete, Internal: x.Internal, Args: args,
 		})
 		if err != nil {
 			return err
 		}
-		if err := batch.Set(exchangeKey(vt.name, x.def.Name), v, nil); err != nil {
+		if err := batch.Set(exchangeKey(vt.name, x.Name), v, nil); err != nil {
 			return err
 		}
 	}
-	for _, bd := range c.addB {
-		if !bd.durable {
+	for _, bd := range c.AddB {
+		if !bd.Durable() {
 			continue
 		}
-		args, err := encodeArgs(bd.def.Args)
+		def := bd.Def()
+		args, err := encodeArgs(def.Args)
 		if err != nil {
 			return err
 		}
 		v, err := json.Marshal(bindingRecord{
-			VHost: vt.name, Source: bd.def.Source, DestKind: bd.def.DestKind,
-			Dest: bd.def.Dest, Key: bd.def.Key, Args: args,
+			VHost: vt.name, Source: def.Source, DestKind: def.DestKind,
+			Dest: def.Dest, Key: def.Key, Args: args,
 		})
 		if err != nil {
 			return err
 		}
-		if err := batch.Set(bindingKey(vt.name, bd.ident), v, nil); err != nil {
+		if err := batch.Set(bindingKey(vt.name, bd.Ident()), v, nil); err != nil {
 			return err
 		}
 	}
@@ -387,84 +221,28 @@ func (b *Broker) persistTopo(vt *vhostTopo, c *topoChange) error {
 	return nil
 }
 
-// applyLocked applies c in memory.
-// REQUIRES: vt.wmu and vt.mu (write) held.
-func (vt *vhostTopo) applyLocked(c *topoChange) {
-	for _, b := range c.delB {
-		vt.removeBindingLocked(b)
-	}
-	for _, x := range c.delX {
-		delete(vt.exchanges, x.def.Name)
-		vt.xIDs.put(x.id)
-	}
-	if c.addX != nil {
-		vt.addExchangeLocked(c.addX)
-	}
-	for _, b := range c.addB {
-		vt.addBindingLocked(b)
-	}
-}
-
-// REQUIRES: vt.mu held for writing (or vt not yet shared).
-func (vt *vhostTopo) addExchangeLocked(x *exchange) {
-	x.id = vt.xIDs.get()
-	vt.exchanges[x.def.Name] = x
-}
-
-// REQUIRES: vt.mu held for writing (or vt not yet shared).
-func (vt *vhostTopo) addBindingLocked(b *binding) {
-	b.src.src[b.ident] = b
-	b.src.router.add(b)
-	if b.q != nil {
-		b.q.dst[b.ident] = b
-	} else {
-		b.x.dst[b.ident] = b
-	}
-}
-
-// REQUIRES: vt.mu held for writing.
-func (vt *vhostTopo) removeBindingLocked(b *binding) {
-	if b.src.src[b.ident] != b {
-		return
-	}
-	delete(b.src.src, b.ident)
-	b.src.router.remove(b)
-	if b.q != nil {
-		delete(b.q.dst, b.ident)
-	} else {
-		delete(b.x.dst, b.ident)
-	}
-}
-
-// commit persists c and applies it.
+// commitTopo persists c and applies it.
 // REQUIRES: vt.wmu held.
-func (b *Broker) commitTopo(vt *vhostTopo, c *topoChange) error {
-	if c.addX != nil {
-		b.resolveExchangePolicy(vt, c.addX)
+func (b *Broker) commitTopo(vt *vhostTopo, c *route.Change) error {
+	if c.AddX != nil {
+		b.resolveExchangePolicy(vt, c.AddX)
 	}
 	if err := b.persistTopo(vt, c); err != nil {
 		return err
 	}
 	vt.mu.Lock()
-	vt.applyLocked(c)
+	vt.idx.Apply(c)
 	vt.mu.Unlock()
 	return nil
 }
 
-// newBinding resolves def against vt; the endpoints must exist.
+// newBinding resolves def against vt, from src to the queue q or, when q
+// is nil, the exchange x, with its arguments normalized as the catalog
+// keeps them.
 // REQUIRES: vt.wmu held.
-func (vt *vhostTopo) newBinding(def BindingDef, src *exchange, q *queueEntry, x *exchange) *binding {
-	def.VHost = vt.name
+func (vt *vhostTopo) newBinding(def BindingDef, src *route.Exchange, q *route.Queue, x *route.Exchange) *route.Binding {
 	def.Args = normalizeArgs(def.Args)
-	bd := &binding{def: def, ident: bindingIdent(def), src: src, q: q, x: x}
-	bd.durable = src.def.Durable && bd.destDurable()
-	if src.def.Type == ExchangeHeaders {
-		bd.hm = newHeadersMatcher(def.Args)
-	}
-	if src.def.Type == ExchangeConsistentHash {
-		bd.ring = newBindingPoints(def)
-	}
-	return bd
+	return vt.idx.NewBinding(def, src, q, x)
 }
 
 // openTopology loads durable exchanges and bindings from the catalog and
@@ -497,9 +275,9 @@ func (b *Broker) openTopology() error {
 			return err
 		}
 		vt := lookup(rec.VHost)
-		_, known := newRouter(rec.Type)
+		known := route.KnownType(rec.Type)
 		switch {
-		case vt == nil || vt.exchanges[rec.Name] != nil:
+		case vt == nil || vt.idx.Exchange(rec.Name) != nil:
 			stale = append(stale, slices.Clone(k))
 			return nil
 		case !known:
@@ -511,7 +289,7 @@ func (b *Broker) openTopology() error {
 		if err != nil {
 			return fmt.Errorf("queues: exchange %q in vhost %q: %w", rec.Name, rec.VHost, err)
 		}
-		vt.addExchangeLocked(newExchange(ExchangeDef{
+		vt.idx.AddExchange(route.NewExchange(ExchangeDef{
 			VHost: rec.VHost, Name: rec.Name, Type: rec.Type, Durable: rec.Durable,
 			AutoDelete: rec.AutoDelete, Internal: rec.Internal, Args: args,
 		}))
@@ -529,10 +307,10 @@ func (b *Broker) openTopology() error {
 			stale = append(stale, slices.Clone(k))
 			return nil
 		}
-		src := vt.exchanges[rec.Source]
-		var dst *exchange
+		src := vt.idx.Exchange(rec.Source)
+		var dst *route.Exchange
 		if rec.DestKind == DestExchange {
-			dst = vt.exchanges[rec.Dest]
+			dst = vt.idx.Exchange(rec.Dest)
 		}
 		if src == nil || rec.DestKind == DestExchange && dst == nil {
 			if !unknown[rec.VHost+"\x00"+rec.Source] && !(rec.DestKind == DestExchange && unknown[rec.VHost+"\x00"+rec.Dest]) {
@@ -551,8 +329,8 @@ func (b *Broker) openTopology() error {
 			return nil
 		}
 		bd := vt.newBinding(def, src, nil, dst)
-		bd.ident = ident
-		vt.addBindingLocked(bd)
+		bd.SetIdent(ident)
+		vt.idx.AddBinding(bd)
 		return nil
 	}); err != nil {
 		return err
@@ -585,29 +363,28 @@ func (b *Broker) topoQueueAdded(vhost, name string, durable bool) {
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
-	if q := vt.queues[name]; q != nil {
-		q.durable = durable
+	if q := vt.idx.Queue(name); q != nil {
+		q.SetDurable(durable) // read by wmu holders only
 		return
 	}
-	q := &queueEntry{name: name, durable: durable, dst: map[string]*binding{}}
-	var restored []*binding
+	q := route.NewQueue(name, durable)
+	var restored []*route.Binding
 	if !vt.recovered {
 		for _, p := range vt.pending[name] {
-			if src := vt.exchanges[p.def.Source]; src != nil {
+			if src := vt.idx.Exchange(p.def.Source); src != nil {
 				bd := vt.newBinding(p.def, src, q, nil)
-				bd.ident = p.ident
-				if src.src[bd.ident] == nil {
+				bd.SetIdent(p.ident)
+				if src.Binding(bd.Ident()) == nil {
 					restored = append(restored, bd)
 				}
 			}
 		}
 	}
 	vt.mu.Lock()
-	q.id = vt.qIDs.get()
-	vt.queues[name] = q
+	vt.idx.AddQueue(q)
 	delete(vt.pending, name)
 	for _, bd := range restored {
-		vt.addBindingLocked(bd)
+		vt.idx.AddBinding(bd)
 	}
 	vt.mu.Unlock()
 }
@@ -621,24 +398,23 @@ func (b *Broker) topoQueueRemoved(vhost, name string) {
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
-	q := vt.queues[name]
+	q := vt.idx.Queue(name)
 	if q == nil {
 		return
 	}
-	var c topoChange
-	for _, bd := range q.dst {
-		c.deleteBinding(bd)
+	var c route.Change
+	for bd := range q.Bindings() {
+		c.DeleteBinding(bd)
 	}
-	c.autoDelete()
+	c.AutoDelete()
 	if err := b.persistTopo(vt, &c); err != nil {
 		// The queue is gone whatever the catalog says; its stale
 		// bindings are dropped at the next recovery (topoQueuesRecovered).
 		b.log.Error("topology: removing the bindings of a deleted queue", "vhost", vhost, "queue", name, "err", err)
 	}
 	vt.mu.Lock()
-	vt.applyLocked(&c)
-	delete(vt.queues, name)
-	vt.qIDs.put(q.id)
+	vt.idx.Apply(&c)
+	vt.idx.RemoveQueue(q)
 	vt.mu.Unlock()
 }
 

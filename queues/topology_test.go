@@ -52,8 +52,8 @@ func bindX(t testing.TB, b *Broker, src, dst, key string) {
 	must(t, b.Bind(BindingDef{VHost: "/", Source: src, DestKind: DestExchange, Dest: dst, Key: key}))
 }
 
-// route returns the sorted queues a message reaches.
-func route(t testing.TB, b *Broker, x string, headers map[string]any, keys ...string) []string {
+// routed returns the sorted queues a message reaches.
+func routed(t testing.TB, b *Broker, x string, headers map[string]any, keys ...string) []string {
 	t.Helper()
 	qs, err := b.Route("/", x, keys, headers, nil)
 	if err != nil {
@@ -69,7 +69,7 @@ func route(t testing.TB, b *Broker, x string, headers map[string]any, keys ...st
 
 func wantRoute(t testing.TB, b *Broker, x string, headers map[string]any, keys []string, want ...string) {
 	t.Helper()
-	if got := route(t, b, x, headers, keys...); !slices.Equal(got, want) {
+	if got := routed(t, b, x, headers, keys...); !slices.Equal(got, want) {
 		t.Fatalf("Route(%q, %q, %v) = %q, want %q", x, keys, headers, got, want)
 	}
 }
@@ -582,7 +582,7 @@ func TestTopologyPersistence(t *testing.T) {
 	}
 	for i := range got {
 		if got[i].Source != want[i].Source || got[i].Dest != want[i].Dest || got[i].DestKind != want[i].DestKind ||
-			got[i].Key != want[i].Key || bindingIdent(got[i]) != bindingIdent(want[i]) {
+			got[i].Key != want[i].Key || got[i].Ident() != want[i].Ident() {
 			t.Fatalf("binding %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}
@@ -696,9 +696,9 @@ func TestTopologyStaleRecords(t *testing.T) {
 	must(t, b.Bind(BindingDef{VHost: "v", Source: "amq.fanout", DestKind: DestExchange, Dest: "x"}))
 	must(t, b.DeleteVHost("v")) // without topoVHostDeleted
 	must(t, b.cat.put(exchangeKey("/", "future"), exchangeRecord{VHost: "/", Name: "future", Type: "x-future", Durable: true}))
-	must(t, b.cat.put(bindingKey("/", bindingIdent(BindingDef{Source: "future", DestKind: DestExchange, Dest: "amq.direct"})),
+	must(t, b.cat.put(bindingKey("/", BindingDef{Source: "future", DestKind: DestExchange, Dest: "amq.direct"}.Ident()),
 		bindingRecord{VHost: "/", Source: "future", DestKind: DestExchange, Dest: "amq.direct"}))
-	must(t, b.cat.put(bindingKey("/", bindingIdent(BindingDef{Source: "gone", DestKind: DestExchange, Dest: "amq.direct"})),
+	must(t, b.cat.put(bindingKey("/", BindingDef{Source: "gone", DestKind: DestExchange, Dest: "amq.direct"}.Ident()),
 		bindingRecord{VHost: "/", Source: "gone", DestKind: DestExchange, Dest: "amq.direct"}))
 	must(t, b.Close())
 

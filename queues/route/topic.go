@@ -1,4 +1,4 @@
-package queues
+package route
 
 // Topic matching. A binding key is a pattern of dot-separated words where
 // "*" matches exactly one word and "#" zero or more; a routing key is
@@ -28,7 +28,7 @@ type topicNode struct {
 	star   int32            // "*" child, or -1
 	hash   int32            // "#" child, or -1
 	isHash bool             // reached by a "#" edge: absorbs words
-	dests  []*binding       // bindings whose key ends here
+	dests  []*Binding       // bindings whose key ends here
 }
 
 // topicScratch is the matcher's per-call state (part of the pooled
@@ -112,7 +112,7 @@ func (t *topicTrie) find(pattern string) int32 {
 }
 
 // insert adds b under pattern.
-func (t *topicTrie) insert(pattern string, b *binding) {
+func (t *topicTrie) insert(pattern string, b *Binding) {
 	n := int32(0)
 	forEachWord(pattern, func(w string) {
 		c := t.child(n, w)
@@ -125,7 +125,7 @@ func (t *topicTrie) insert(pattern string, b *binding) {
 }
 
 // remove removes b from under pattern and prunes the nodes left empty.
-func (t *topicTrie) remove(pattern string, b *binding) {
+func (t *topicTrie) remove(pattern string, b *Binding) {
 	n := t.find(pattern)
 	if n < 0 {
 		return

@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"cmp"
@@ -26,21 +26,21 @@ import (
 // xxhash64 of the routing key alone (CC and BCC keys do not move a
 // message), so placements differ from RabbitMQ's.
 type modulusHashRouter struct {
-	sorted []*binding // by cmpModulus
+	sorted []*Binding // by cmpModulus
 }
 
 // cmpModulus is the order of an x-modulus-hash exchange's bindings.
-func cmpModulus(a, b *binding) int {
+func cmpModulus(a, b *Binding) int {
 	return cmp.Or(strings.Compare(a.def.Dest, b.def.Dest), cmp.Compare(a.def.DestKind, b.def.DestKind),
 		strings.Compare(a.ident, b.ident))
 }
 
-func (m *modulusHashRouter) add(b *binding) {
+func (m *modulusHashRouter) add(b *Binding) {
 	i, _ := slices.BinarySearchFunc(m.sorted, b, cmpModulus)
 	m.sorted = slices.Insert(m.sorted, i, b)
 }
 
-func (m *modulusHashRouter) remove(b *binding) { m.sorted = removeBinding(m.sorted, b) }
+func (m *modulusHashRouter) remove(b *Binding) { m.sorted = removeBinding(m.sorted, b) }
 
 func (m *modulusHashRouter) route(r *routing, keys []string, _ map[string]any) {
 	n := uint64(len(m.sorted))
@@ -59,14 +59,14 @@ func (m *modulusHashRouter) route(r *routing, keys []string, _ map[string]any) {
 // localRandomRouter is an x-local-random exchange: each message goes to
 // one binding picked uniformly at random. RabbitMQ picks among the bound
 // queues local to the node that routes; on one node that is every bound
-// queue. Bindings must have an empty key and a queue destination
-// (validateLocalRandomBinding).
+// queue. The broker lets only bindings with an empty key and a queue
+// destination through.
 type localRandomRouter struct {
-	all []*binding
+	all []*Binding
 }
 
-func (l *localRandomRouter) add(b *binding)    { l.all = append(l.all, b) }
-func (l *localRandomRouter) remove(b *binding) { l.all = removeBinding(l.all, b) }
+func (l *localRandomRouter) add(b *Binding)    { l.all = append(l.all, b) }
+func (l *localRandomRouter) remove(b *Binding) { l.all = removeBinding(l.all, b) }
 
 func (l *localRandomRouter) route(r *routing, _ []string, _ map[string]any) {
 	switch n := len(l.all); n {
@@ -76,18 +76,4 @@ func (l *localRandomRouter) route(r *routing, _ []string, _ map[string]any) {
 	default:
 		r.hit(l.all[rand.IntN(n)])
 	}
-}
-
-// validateLocalRandomBinding is x-local-random's validate_binding: the
-// key must be empty, then the destination must be a queue. RabbitMQ also
-// refuses queues other than classic ones ("Queue type rabbit_quorum_queue
-// not valid for this exchange type"); every queue here is classic.
-func validateLocalRandomBinding(def BindingDef) error {
-	if def.Key != "" {
-		return Errorf(CodePreconditionFailed, "Non empty binding '%s' key not permitted", def.Key)
-	}
-	if def.DestKind != DestQueue {
-		return Errorf(CodePreconditionFailed, "Destination not found")
-	}
-	return nil
 }

@@ -1,10 +1,13 @@
-package queues
+package route
 
 import (
 	"slices"
 	"testing"
 	"time"
 )
+
+// namedTable is a table type of a front end's codec.
+type namedTable map[string]any
 
 // Ensure headers bindings match as RabbitMQ 4.3's
 // rabbit_exchange_type_headers does.
@@ -58,12 +61,12 @@ func TestHeadersMatch(t *testing.T) {
 	}
 	// All the bindings on one exchange, so that they share interned keys.
 	h, _ := newRouter(ExchangeHeaders)
-	bs := make([]*binding, len(cases))
+	bs := make([]*Binding, len(cases))
 	for i, c := range cases {
-		bs[i] = &binding{q: &queueEntry{name: c.name, id: int32(i)}, hm: newHeadersMatcher(normalizeArgs(c.args))}
+		bs[i] = &Binding{q: &Queue{name: c.name, id: int32(i)}, hm: newHeadersMatcher(c.args)}
 		h.add(bs[i])
 	}
-	vt := &vhostTopo{qIDs: idAlloc{next: int32(len(cases))}}
+	ix := &Index{qIDs: idAlloc{next: int32(len(cases))}}
 	check := func(odd bool) {
 		t.Helper()
 		var r routing
@@ -71,7 +74,7 @@ func TestHeadersMatch(t *testing.T) {
 			if odd && i%2 == 0 {
 				continue
 			}
-			r.begin(vt, nil)
+			r.begin(ix, nil)
 			h.route(&r, nil, c.headers)
 			r.headers.release()
 			if got := slices.Contains(r.dst, c.name); got != c.want {
@@ -90,61 +93,5 @@ func TestHeadersMatch(t *testing.T) {
 	}
 	if hr := h.(*headersRouter); len(hr.keyIdx) != 0 || len(hr.free) != len(hr.keyRefs) {
 		t.Fatalf("keys left after removing every binding: %v", hr.keyIdx)
-	}
-}
-
-// Ensure x-match is validated with rabbit_exchange_type_headers's texts.
-func TestValidateXMatch(t *testing.T) {
-	for _, v := range []string{"all", "any", "all-with-x", "any-with-x"} {
-		if err := validateXMatch(map[string]any{"x-match": v}); err != nil {
-			t.Fatalf("x-match %s: %v", v, err)
-		}
-	}
-	if err := validateXMatch(nil); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		v    any
-		text string
-	}{
-		{"foo", `PRECONDITION_FAILED - Invalid x-match field value <<"foo">>; expected all, any, all-with-x, or any-with-x`},
-		{"ALL", `PRECONDITION_FAILED - Invalid x-match field value <<"ALL">>; expected all, any, all-with-x, or any-with-x`},
-		{int32(5), `PRECONDITION_FAILED - Invalid x-match field type signedint (value 5); expected longstr`},
-		{[]byte("all"), `PRECONDITION_FAILED - Invalid x-match field type binary (value <<"all">>); expected longstr`},
-		{true, `PRECONDITION_FAILED - Invalid x-match field type bool (value true); expected longstr`},
-		{nil, `PRECONDITION_FAILED - Invalid x-match field type void (value undefined); expected longstr`},
-	}
-	for _, c := range cases {
-		wantErr(t, validateXMatch(map[string]any{"x-match": c.v}), CodePreconditionFailed, c.text)
-	}
-}
-
-// Ensure Erlang terms in reply texts print as ~tp prints them.
-func TestTermText(t *testing.T) {
-	cases := []struct {
-		v    any
-		want string
-	}{
-		{"abc", `<<"abc">>`},
-		{`a"b\c`, `<<"a\"b\\c">>`},
-		{"héllo", `<<"héllo"/utf8>>`},
-		{[]byte{1, 200}, `<<1,200>>`},
-		{int64(-3), "-3"},
-		{1.5, "1.5"},
-		{100.0, "100.0"},
-		{1e20, "1.0e20"},
-		{1e-7, "1.0e-7"},
-		{[]any{int32(1), "a"}, `[{signedint,1},{longstr,<<"a">>}]`},
-		{map[string]any{"k": true}, `[{<<"k">>,bool,true}]`},
-	}
-	for _, c := range cases {
-		if got := termText(c.v); got != c.want {
-			t.Errorf("termText(%#v) = %s, want %s", c.v, got, c.want)
-		}
-	}
-	for atom, want := range map[string]string{"direct": "direct", "x-consistent-hash": "'x-consistent-hash'", "Foo": "'Foo'"} {
-		if got := termAtom(atom); got != want {
-			t.Errorf("termAtom(%q) = %s, want %s", atom, got, want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"cmp"
@@ -8,23 +8,24 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // The x-consistent-hash exchange (rabbitmq_consistent_hash_exchange's
-// rabbit_exchange_type_consistent_hash, RabbitMQ 4.3), and the argument
-// and binding validation of the exchange types beyond the four of AMQP
-// 0-9-1. The single-pick types, x-modulus-hash and x-local-random, are in
-// route_hash_pick.go.
+// rabbit_exchange_type_consistent_hash, RabbitMQ 4.3). The single-pick
+// types, x-modulus-hash and x-local-random, are in hash_pick.go. The
+// broker validates the arguments and binding keys before they get here
+// (ValidHashProperty, ParseHashWeight).
 
 // Exchange arguments of x-consistent-hash.
 const (
-	argHashHeader   = "hash-header"
-	argHashProperty = "hash-property"
+	ArgHashHeader   = "hash-header"
+	ArgHashProperty = "hash-property"
 )
 
-// maxHashWeight is the largest x-consistent-hash binding weight
+// MaxHashWeight is the largest x-consistent-hash binding weight
 // (?MAX_BINDING_WEIGHT).
-const maxHashWeight = 10_000
+const MaxHashWeight = 10_000
 
 // hashPointsPerWeight is the number of ring points one unit of binding
 // weight owns. A ring with one point per unit splits keys as unevenly as
@@ -54,55 +55,17 @@ var hashProperties = map[string]hashSource{
 	"timestamp":      hashTimestamp,
 }
 
-// validateExchangeArgs is the exchange type's validate, run on the
-// declaration of a new exchange after the alternate-exchange check, as
-// rabbit_exchange:declare does.
-func validateExchangeArgs(def ExchangeDef) error {
-	if def.Type != ExchangeConsistentHash {
-		return nil
-	}
-	for _, k := range []string{argHashHeader, argHashProperty} {
-		if v, ok := def.Args[k]; ok {
-			if _, isStr := v.(string); !isStr {
-				// RabbitMQ's hash_args matches longstr only and fails
-				// with a case_clause (541) on anything else.
-				return Errorf(CodePreconditionFailed, "invalid type '%s' for arg '%s' in %s",
-					fieldType(v), k, rs("exchange", def.Name, def.VHost))
-			}
-		}
-	}
-	_, hasHeader := def.Args[argHashHeader]
-	property, hasProperty := def.Args[argHashProperty].(string)
-	switch {
-	case hasHeader && hasProperty:
-		return Errorf(CodePreconditionFailed, "hash-header and hash-property are mutually exclusive")
-	case hasProperty:
-		if _, ok := hashProperties[property]; !ok {
-			return Errorf(CodePreconditionFailed, "Unsupported property: %s", property)
-		}
-	}
-	return nil
+// ValidHashProperty reports whether name is a property hash-property may
+// name.
+func ValidHashProperty(name string) bool {
+	_, ok := hashProperties[name]
+	return ok
 }
 
-// validateHashWeight is x-consistent-hash's validate_binding: the key is
-// the binding's weight, a decimal integer from 1 to maxHashWeight.
-func validateHashWeight(key string) error {
-	w, ok := parseHashWeight(key)
-	switch {
-	case !ok:
-		return Errorf(CodePreconditionFailed, "The binding key must be an integer: %s", termBinary(key))
-	case w < 1:
-		return Errorf(CodePreconditionFailed, "The binding key must be greater than 0")
-	case w > maxHashWeight:
-		return Errorf(CodePreconditionFailed, "The binding key must not exceed %d", maxHashWeight)
-	}
-	return nil
-}
-
-// parseHashWeight parses a binding key as Erlang's list_to_integer does:
+// ParseHashWeight parses a binding key as Erlang's list_to_integer does:
 // an optional sign and one or more decimal digits, nothing else. Values
-// beyond maxHashWeight come back as maxHashWeight+1, negative ones as -1.
-func parseHashWeight(key string) (int, bool) {
+// beyond MaxHashWeight come back as MaxHashWeight+1, negative ones as -1.
+func ParseHashWeight(key string) (int, bool) {
 	s := key
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
@@ -118,11 +81,11 @@ func parseHashWeight(key string) (int, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n <= maxHashWeight {
+		if n <= MaxHashWeight {
 			n = n*10 + int(c-'0')
 		}
 	}
-	n = min(n, maxHashWeight+1)
+	n = min(n, MaxHashWeight+1)
 	if neg && n > 0 {
 		return -1, true
 	}
@@ -182,7 +145,7 @@ type hashDestKey struct {
 type hashDest struct {
 	key      hashDestKey
 	slot     uint32
-	bindings []*binding // bindings to the destination; hit uses the first
+	bindings []*Binding // bindings to the destination; hit uses the first
 	points   uint32     // points owned: indexes 0 to points-1
 }
 
@@ -200,14 +163,14 @@ func newConsistentHashRouter() *consistentHashRouter {
 // configure reads the exchange's hash-header and hash-property arguments
 // (validated at declaration).
 func (c *consistentHashRouter) configure(args map[string]any) {
-	if h, ok := args[argHashHeader].(string); ok {
+	if h, ok := args[ArgHashHeader].(string); ok {
 		c.on, c.header = hashHeader, h
-	} else if p, ok := args[argHashProperty].(string); ok {
+	} else if p, ok := args[ArgHashProperty].(string); ok {
 		c.on = hashProperties[p]
 	}
 }
 
-func (c *consistentHashRouter) add(b *binding) {
+func (c *consistentHashRouter) add(b *Binding) {
 	k := hashDestKey{b.def.DestKind, b.def.Dest}
 	d := c.dests[k]
 	if d == nil {
@@ -227,7 +190,7 @@ func (c *consistentHashRouter) add(b *binding) {
 	b.ring = nil
 }
 
-func (c *consistentHashRouter) remove(b *binding) {
+func (c *consistentHashRouter) remove(b *Binding) {
 	k := hashDestKey{b.def.DestKind, b.def.Dest}
 	d := c.dests[k]
 	if d == nil {
@@ -270,20 +233,20 @@ func (c *consistentHashRouter) resize(d *hashDest, pts []ringPoint) {
 	d.points = want
 }
 
-// bindingHashWeight is the weight of a binding with key (validated at
-// Bind): 0 if invalid.
+// bindingHashWeight is the weight of a binding with key (validated by
+// the broker before binding): 0 if invalid.
 func bindingHashWeight(key string) int {
-	w, ok := parseHashWeight(key)
+	w, ok := ParseHashWeight(key)
 	if !ok || w < 1 {
 		return 0
 	}
-	return min(w, maxHashWeight)
+	return min(w, MaxHashWeight)
 }
 
 // hashPoints returns the points of destination k at weight w, sorted,
 // without their slot. Bindings get theirs before the change is applied
-// (newBinding), so that a heavy binding does not hold the vhost's
-// routing lock while its points are hashed and sorted.
+// (Index.NewBinding), so that a heavy binding does not hold exclusive
+// access to the index while its points are hashed and sorted.
 func hashPoints(k hashDestKey, w int) []ringPoint {
 	n := uint32(w * hashPointsPerWeight)
 	pts := make([]ringPoint, n)
@@ -405,12 +368,9 @@ func hashFieldValue(v any) uint64 {
 		}
 		return hashFieldValue(x[0])
 	}
-	if i, ok := fieldInt(v); ok {
-		if i.high {
-			return xxhash.Sum64(strconv.AppendUint(buf[:0], uint64(i.v), 10))
-		}
-		return xxhash.Sum64(strconv.AppendInt(buf[:0], i.v, 10))
+	if i, ok := fieldval.Int(v); ok {
+		return xxhash.Sum64(i.AppendText(buf[:0]))
 	}
 	// Tables and decimals: their canonical encoding (allocates).
-	return xxhash.Sum64(appendCanonValue(nil, v))
+	return xxhash.Sum64(fieldval.AppendValue(nil, v))
 }

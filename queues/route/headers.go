@@ -1,11 +1,11 @@
-package queues
+package route
 
 import (
-	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // Headers exchange matching, as rabbit_exchange_type_headers does it in
@@ -26,12 +26,12 @@ import (
 //   - all with no participating arguments matches every message; any
 //     matches none.
 
-// x-match modes.
+// x-match modes: the values of a headers binding's x-match argument.
 const (
-	xMatchAll      = "all"
-	xMatchAny      = "any"
-	xMatchAllWithX = "all-with-x"
-	xMatchAnyWithX = "any-with-x"
+	XMatchAll      = "all"
+	XMatchAny      = "any"
+	XMatchAllWithX = "all-with-x"
+	XMatchAnyWithX = "any-with-x"
 )
 
 // headersMatcher is a headers binding's arguments, prepared.
@@ -51,7 +51,7 @@ type headerEntry struct {
 // the argument keys they use, interned so that routing hashes each
 // message header once rather than once per binding.
 type headersRouter struct {
-	all     []*binding
+	all     []*Binding
 	keyIdx  map[string]int32
 	keyRefs []int32 // by key index: entries using the key; 0 when free
 	free    []int32
@@ -66,7 +66,7 @@ type headersScratch struct {
 	set  []int32  // indexes of vals to clear after the call
 }
 
-func (h *headersRouter) add(b *binding) {
+func (h *headersRouter) add(b *Binding) {
 	for i := range b.hm.entries {
 		e := &b.hm.entries[i]
 		idx, ok := h.keyIdx[e.key]
@@ -86,7 +86,7 @@ func (h *headersRouter) add(b *binding) {
 	h.all = append(h.all, b)
 }
 
-func (h *headersRouter) remove(b *binding) {
+func (h *headersRouter) remove(b *Binding) {
 	if !slices.Contains(h.all, b) {
 		return
 	}
@@ -142,8 +142,8 @@ func (s *headersScratch) release() {
 
 func newHeadersMatcher(args map[string]any) *headersMatcher {
 	mode, _ := args["x-match"].(string) // an invalid one is all, as in RabbitMQ
-	withX := mode == xMatchAllWithX || mode == xMatchAnyWithX
-	m := &headersMatcher{any: mode == xMatchAny || mode == xMatchAnyWithX}
+	withX := mode == XMatchAllWithX || mode == XMatchAnyWithX
+	m := &headersMatcher{any: mode == XMatchAny || mode == XMatchAnyWithX}
 	for k, v := range args {
 		if k == "x-match" || !withX && strings.HasPrefix(k, "x-") {
 			continue
@@ -174,145 +174,11 @@ func (m *headersMatcher) match(s *headersScratch) bool {
 	return true
 }
 
-// validateXMatch is rabbit_exchange_type_headers:validate_binding.
-func validateXMatch(args map[string]any) error {
-	v, ok := args["x-match"]
-	if !ok {
-		return nil
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return Errorf(CodePreconditionFailed, "Invalid x-match field type %s (value %s); expected longstr",
-			fieldType(v), termText(v))
-	}
-	switch s {
-	case xMatchAll, xMatchAny, xMatchAllWithX, xMatchAnyWithX:
-		return nil
-	}
-	return Errorf(CodePreconditionFailed, "Invalid x-match field value %s; expected all, any, all-with-x, or any-with-x",
-		termBinary(s))
-}
-
 // headerValueEqual compares a binding argument with a message header at
 // the top level of the headers table.
 func headerValueEqual(arg, header any) bool {
 	if t, ok := header.(time.Time); ok {
 		header = t.Unix() * 1000
 	}
-	return fieldExactEqual(arg, header)
-}
-
-// fieldExactEqual is Erlang's =:= on the values of two AMQP fields (their
-// types left out).
-func fieldExactEqual(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		switch y := b.(type) {
-		case string:
-			return x == y
-		case []byte:
-			return x == string(y)
-		}
-		return false
-	case []byte:
-		switch y := b.(type) {
-		case string:
-			return string(x) == y
-		case []byte:
-			return string(x) == string(y)
-		}
-		return false
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	case float32:
-		y, ok := fieldFloat(b)
-		return ok && math.Float64bits(float64(x)) == math.Float64bits(y)
-	case float64:
-		y, ok := fieldFloat(b)
-		return ok && math.Float64bits(x) == math.Float64bits(y)
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !fieldTypedEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	if x, ok := fieldInt(a); ok {
-		y, ok := fieldInt(b)
-		return ok && x == y
-	}
-	if x, ok := asMap(a); ok {
-		y, ok := asMap(b)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !fieldTypedEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
-}
-
-// fieldTypedEqual compares two AMQP fields with their types, as the elements of
-// arrays and tables are compared.
-func fieldTypedEqual(a, b any) bool {
-	return fieldType(a) == fieldType(b) && fieldExactEqual(a, b)
-}
-
-// fieldIntValue is an AMQP integer of any width (uint64 above MaxInt64 kept
-// apart).
-type fieldIntValue struct {
-	v    int64
-	high bool // v is a uint64 above math.MaxInt64, bits in v
-}
-
-// fieldInt returns an integer field's value; a timestamp is its seconds.
-func fieldInt(v any) (fieldIntValue, bool) {
-	switch x := v.(type) {
-	case int8:
-		return fieldIntValue{v: int64(x)}, true
-	case uint8:
-		return fieldIntValue{v: int64(x)}, true
-	case int16:
-		return fieldIntValue{v: int64(x)}, true
-	case uint16:
-		return fieldIntValue{v: int64(x)}, true
-	case int32:
-		return fieldIntValue{v: int64(x)}, true
-	case uint32:
-		return fieldIntValue{v: int64(x)}, true
-	case int64:
-		return fieldIntValue{v: x}, true
-	case int:
-		return fieldIntValue{v: int64(x)}, true
-	case uint:
-		return fieldIntValue{v: int64(x), high: uint64(x) > math.MaxInt64}, true
-	case uint64:
-		return fieldIntValue{v: int64(x), high: x > math.MaxInt64}, true
-	case time.Time:
-		return fieldIntValue{v: x.Unix()}, true
-	}
-	return fieldIntValue{}, false
-}
-
-func fieldFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float32:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
+	return fieldval.ExactEqual(arg, header)
 }

@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"slices"
@@ -53,7 +53,7 @@ func trieMatches(t *topicTrie, s *topicScratch, key string) []string {
 func trieOf(patterns ...string) *topicTrie {
 	t := newTopicTrie()
 	for _, p := range patterns {
-		t.insert(p, &binding{def: BindingDef{Key: p}})
+		t.insert(p, &Binding{def: BindingDef{Key: p}})
 	}
 	return t
 }
@@ -177,9 +177,9 @@ func TestTopicMatchNotCombinatorial(t *testing.T) {
 func TestTopicTrieRemove(t *testing.T) {
 	tr := newTopicTrie()
 	patterns := []string{"a.b.c", "a.b", "a.*.c", "#", "a.#", "#.c", "", "a..c", "a.b.c"}
-	bs := make([]*binding, len(patterns))
+	bs := make([]*Binding, len(patterns))
 	for i, p := range patterns {
-		bs[i] = &binding{def: BindingDef{Key: p}}
+		bs[i] = &Binding{def: BindingDef{Key: p}}
 		tr.insert(p, bs[i])
 	}
 	var s topicScratch
@@ -224,9 +224,9 @@ func FuzzTopicMatch(f *testing.F) {
 			ps = ps[:8]
 		}
 		tr := newTopicTrie()
-		bs := make([]*binding, len(ps))
+		bs := make([]*Binding, len(ps))
 		for i, p := range ps {
-			bs[i] = &binding{def: BindingDef{Key: p}}
+			bs[i] = &Binding{def: BindingDef{Key: p}}
 			tr.insert(p, bs[i])
 		}
 		var s topicScratch

@@ -1,4 +1,4 @@
-package queues
+package route
 
 import (
 	"slices"
@@ -12,11 +12,11 @@ import (
 // exchange and queue ids, so that routing allocates nothing once the
 // pooled scratch has grown to the vhost's size.
 
-// router is an exchange type's routing index. add and remove run with the
-// vhost's mu held for writing, route with it held for reading.
+// router is an exchange type's routing index. add and remove run with
+// exclusive access to the Index, route with shared access.
 type router interface {
-	add(b *binding)
-	remove(b *binding)
+	add(b *Binding)
+	remove(b *Binding)
 	// route calls r.hit for every binding matching the message.
 	route(r *routing, keys []string, headers map[string]any)
 }
@@ -26,7 +26,7 @@ type routing struct {
 	gen   uint32   // this call's stamp
 	xSeen []uint32 // by exchange id: gen when visited
 	qSeen []uint32 // by queue id: gen when added to dst
-	work  []*exchange
+	work  []*Exchange
 	dst   []string
 	// matched is set when the exchange being routed matched a binding;
 	// if not, its alternate exchange is tried.
@@ -39,17 +39,16 @@ type routing struct {
 
 var routingPool = sync.Pool{New: func() any { return new(routing) }}
 
-// begin starts a Route call over vt.
-// REQUIRES: vt.mu held.
-func (r *routing) begin(vt *vhostTopo, dst []string) {
+// begin starts a Route call over ix.
+func (r *routing) begin(ix *Index, dst []string) {
 	r.gen++
 	if r.gen == 0 {
 		clear(r.xSeen)
 		clear(r.qSeen)
 		r.gen = 1
 	}
-	r.xSeen = growStamps(r.xSeen, int(vt.xIDs.next))
-	r.qSeen = growStamps(r.qSeen, int(vt.qIDs.next))
+	r.xSeen = growStamps(r.xSeen, int(ix.xIDs.next))
+	r.qSeen = growStamps(r.qSeen, int(ix.qIDs.next))
 	r.dst = dst
 }
 
@@ -63,7 +62,7 @@ func growStamps(s []uint32, n int) []uint32 {
 }
 
 // visit adds x to the worklist unless it was visited.
-func (r *routing) visit(x *exchange) {
+func (r *routing) visit(x *Exchange) {
 	if r.xSeen[x.id] == r.gen {
 		return
 	}
@@ -72,7 +71,7 @@ func (r *routing) visit(x *exchange) {
 }
 
 // addQueue appends q to dst unless it is there.
-func (r *routing) addQueue(q *queueEntry) {
+func (r *routing) addQueue(q *Queue) {
 	if r.qSeen[q.id] == r.gen {
 		return
 	}
@@ -81,7 +80,7 @@ func (r *routing) addQueue(q *queueEntry) {
 }
 
 // hit records a matching binding.
-func (r *routing) hit(b *binding) {
+func (r *routing) hit(b *Binding) {
 	r.matched = true
 	if b.q != nil {
 		r.addQueue(b.q)
@@ -90,11 +89,20 @@ func (r *routing) hit(b *binding) {
 	}
 }
 
-// routeLocked routes from the exchange published to.
-// REQUIRES: vt.mu held.
-func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[string]any, props *RoutingProps, dst []string) []string {
+// Route appends to dst the names of the queues a message published to
+// from reaches, each once. keys are the routing key followed by the CC and BCC
+// keys; headers are the message headers (nil when none), used by headers
+// exchanges; props are the properties x-consistent-hash may hash.
+// Exchange-to-exchange bindings and alternate exchanges are followed,
+// each exchange visited once. The default exchange routes to the queue
+// named by each key. Route keeps none of its arguments but dst, and
+// allocates nothing in the steady state when dst has room.
+func (ix *Index) Route(from *Exchange, keys []string, headers map[string]any, props *RoutingProps, dst []string) []string {
+	if from.def.Name == "" {
+		return ix.routeDefault(keys, dst)
+	}
 	r := routingPool.Get().(*routing)
-	r.begin(vt, dst)
+	r.begin(ix, dst)
 	r.props = *props
 	r.visit(from)
 	for len(r.work) > 0 {
@@ -104,7 +112,7 @@ func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[stri
 		r.matched = false
 		x.router.route(r, keys, headers)
 		if !r.matched && x.hasAE {
-			if ae := vt.exchanges[x.ae]; ae != nil {
+			if ae := ix.exchanges[x.ae]; ae != nil {
 				r.visit(ae)
 			}
 		}
@@ -117,13 +125,12 @@ func (vt *vhostTopo) routeLocked(from *exchange, keys []string, headers map[stri
 	return dst
 }
 
-// routeDefaultLocked routes a message published to the default exchange:
-// to the queue named by each routing key.
-// REQUIRES: vt.mu held.
-func (vt *vhostTopo) routeDefaultLocked(keys []string, dst []string) []string {
+// routeDefault routes a message published to the default exchange: to
+// the queue named by each routing key.
+func (ix *Index) routeDefault(keys []string, dst []string) []string {
 	start := len(dst)
 	for _, k := range keys {
-		q := vt.queues[k]
+		q := ix.queues[k]
 		if q != nil && !slices.Contains(dst[start:], q.name) {
 			dst = append(dst, q.name)
 		}
@@ -131,23 +138,24 @@ func (vt *vhostTopo) routeDefaultLocked(keys []string, dst []string) []string {
 	return dst
 }
 
-// defaultRouter is the default exchange reached other than by publishing
-// to it (as an alternate exchange): RabbitMQ then routes it as a direct
-// exchange with no explicit bindings, to nothing.
-type defaultRouter struct{}
+// nullRouter routes nothing. It is the default exchange reached other
+// than by publishing to it (as an alternate exchange): RabbitMQ then
+// routes it as a direct exchange with no explicit bindings, to nothing.
+// NewExchange gives it to an exchange of an unknown type too.
+type nullRouter struct{}
 
-func (defaultRouter) add(*binding)                             {}
-func (defaultRouter) remove(*binding)                          {}
-func (defaultRouter) route(*routing, []string, map[string]any) {}
+func (nullRouter) add(*Binding)                             {}
+func (nullRouter) remove(*Binding)                          {}
+func (nullRouter) route(*routing, []string, map[string]any) {}
 
 // directRouter: exact routing key lookup.
 type directRouter struct {
-	keys map[string][]*binding
+	keys map[string][]*Binding
 }
 
-func (d *directRouter) add(b *binding) { d.keys[b.def.Key] = append(d.keys[b.def.Key], b) }
+func (d *directRouter) add(b *Binding) { d.keys[b.def.Key] = append(d.keys[b.def.Key], b) }
 
-func (d *directRouter) remove(b *binding) {
+func (d *directRouter) remove(b *Binding) {
 	bs := removeBinding(d.keys[b.def.Key], b)
 	if len(bs) == 0 {
 		delete(d.keys, b.def.Key)
@@ -166,11 +174,11 @@ func (d *directRouter) route(r *routing, keys []string, _ map[string]any) {
 
 // fanoutRouter: every binding.
 type fanoutRouter struct {
-	all []*binding
+	all []*Binding
 }
 
-func (f *fanoutRouter) add(b *binding)    { f.all = append(f.all, b) }
-func (f *fanoutRouter) remove(b *binding) { f.all = removeBinding(f.all, b) }
+func (f *fanoutRouter) add(b *Binding)    { f.all = append(f.all, b) }
+func (f *fanoutRouter) remove(b *Binding) { f.all = removeBinding(f.all, b) }
 
 func (f *fanoutRouter) route(r *routing, _ []string, _ map[string]any) {
 	for _, b := range f.all {
@@ -183,8 +191,8 @@ type topicRouter struct {
 	trie *topicTrie
 }
 
-func (t *topicRouter) add(b *binding)    { t.trie.insert(b.def.Key, b) }
-func (t *topicRouter) remove(b *binding) { t.trie.remove(b.def.Key, b) }
+func (t *topicRouter) add(b *Binding)    { t.trie.insert(b.def.Key, b) }
+func (t *topicRouter) remove(b *Binding) { t.trie.remove(b.def.Key, b) }
 
 func (t *topicRouter) route(r *routing, keys []string, _ map[string]any) {
 	for _, k := range keys {
@@ -197,7 +205,7 @@ func (t *topicRouter) route(r *routing, keys []string, _ map[string]any) {
 }
 
 // removeBinding removes b from bs, keeping the order.
-func removeBinding(bs []*binding, b *binding) []*binding {
+func removeBinding(bs []*Binding, b *Binding) []*Binding {
 	if i := slices.Index(bs, b); i >= 0 {
 		bs = slices.Delete(bs, i, i+1)
 	}
