@@ -31,7 +31,7 @@ var rank = []struct {
 	{"queues", 5},
 	{"superstream", 6},
 	{"amqp", 7},
-	{"streamproto", 7}, // beside amqp: neither imports the other
+	{"streamproto", 7},    // beside amqp: neither imports the other
 	{"bench/leanamqp", 8}, // clients light enough not to set the pace
 	{"bench/leanstream", 8},
 	{"bench/perf", 9},
