@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // Queue declare arguments: validation and redeclare equivalence, with
@@ -27,16 +28,6 @@ var classicEquivalenceArgs = [...]string{
 // argInt returns an integer argument's value (see amqptab.DecodedInt).
 func argInt(v any) (int64, bool) { return amqptab.DecodedInt(v) }
 
-func argFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float32:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
-}
-
 // argEqual is RabbitMQ's comparison of two present arguments: same type
 // class and equal values.
 func argEqual(a, b any) bool {
@@ -47,8 +38,8 @@ func argEqual(a, b any) bool {
 		y, ok := argInt(b)
 		return ok && x == y
 	}
-	if x, ok := argFloat(a); ok {
-		y, ok := argFloat(b)
+	if x, ok := fieldval.Float(a); ok {
+		y, ok := fieldval.Float(b)
 		return ok && x == y
 	}
 	return reflect.DeepEqual(normalizeValue(a), normalizeValue(b))

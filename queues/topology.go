@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/queues/route"
 )
 
@@ -88,19 +89,9 @@ func assertExchangeEquivalent(cur, def ExchangeDef) error {
 // sameTerm reports whether two values are one term once their AMQP types
 // are dropped, as Erlang's pattern match sees them.
 func sameTerm(a, b any) bool {
-	as, aok := termBytes(a)
-	bs, bok := termBytes(b)
+	as, aok := amqptab.DecodedString(a)
+	bs, bok := amqptab.DecodedString(b)
 	return aok && bok && as == bs
-}
-
-func termBytes(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case []byte:
-		return string(x), true
-	}
-	return "", false
 }
 
 // assertArgsEquivalent compares the named arguments as
