@@ -15,17 +15,30 @@ func (w *writer) enforceRetention() error {
 	if drop == 0 {
 		return err
 	}
-	errs := []error{err}
+	errs := []error{err, w.dropOldest(drop)}
+	w.s.opts.Logger.Info("osiris: retention deleted segments", "dir", w.s.dir, "segments", drop,
+		"first_offset", w.segs[0].base)
+	return errors.Join(errs...)
+}
+
+// dropOldest deletes the oldest drop segments. Readers see a tail without
+// them before any is removed: a reader that finds its segment removed
+// looks again at the tail (Reader.unpark, a few times) and must then find
+// the segments that are kept. Removing first let a reader starved of CPU
+// find the removed segment in every tail it looked at, and fail.
+func (w *writer) dropOldest(drop int) error {
 	removed := w.segs[:drop]
 	w.segs = append([]*segRef(nil), w.segs[drop:]...)
+	w.publish()
+	var errs []error
 	for _, r := range removed {
+		if w.s.removeHook != nil {
+			w.s.removeHook(r.base)
+		}
 		if err := r.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	w.s.opts.Logger.Info("osiris: retention deleted segments", "dir", w.s.dir, "segments", len(removed),
-		"first_offset", w.segs[0].base)
-	w.publish()
 	return errors.Join(errs...)
 }
 

@@ -211,3 +211,45 @@ func TestReaderSurvivesRetention(t *testing.T) {
 		t.Fatalf("ids %v, first %d", ids, first)
 	}
 }
+
+// Ensure retention and truncation publish a tail without a segment
+// before they remove its files: a reader that finds its segment removed
+// looks at the tail again (a few times) and must find only segments that
+// are kept. Removing first left a CPU-starved stream consumer finding the
+// removed segment in every tail it looked at, and its delivery ended.
+func TestSegmentsLeaveTheTailBeforeTheirFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		drop func(*Stream) error
+	}{
+		{"retention", func(s *Stream) error { return s.SetRetention(1, 0) }},
+		{"truncation", func(s *Stream) error { _, err := s.TruncateBefore(s.Stats().NextOffset); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustCreate(t, t.TempDir(), Config{MaxSegmentSize: 8192}, Options{RetentionInterval: -1})
+			fill(t, s, "m", 100, 500)
+			var removed, listed []uint64
+			s.removeHook = func(base uint64) { // on the writer goroutine
+				removed = append(removed, base)
+				for _, r := range s.tail.Load().segs {
+					if r.base == base {
+						listed = append(listed, base)
+					}
+				}
+			}
+			before := s.Stats().Segments
+			if err := tc.drop(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Flush(); err != nil { // the writer has done the drop
+				t.Fatal(err)
+			}
+			if len(removed) == 0 || len(removed) != before-s.Stats().Segments {
+				t.Fatalf("removed %v; segments %d -> %d", removed, before, s.Stats().Segments)
+			}
+			if len(listed) != 0 {
+				t.Fatalf("segments %v were still in the published tail when their files went", listed)
+			}
+		})
+	}
+}

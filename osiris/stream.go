@@ -114,6 +114,8 @@ type Stream struct {
 	closeOnce   sync.Once
 	closeErr    error
 	w           *writer // owned by the holder of the writer role
+
+	removeHook func(base uint64) // tests: called before a segment's files are removed
 }
 
 type offsetUpdate struct {

@@ -1,10 +1,5 @@
 package osiris
 
-import (
-	"errors"
-	"io/fs"
-)
-
 // Truncation is retention driven by the log's owner rather than by limits:
 // a queue that has settled every record below some offset (its head) asks
 // for the segments wholly below it to go.
@@ -46,14 +41,5 @@ func (w *writer) truncateBefore(offset uint64) (int, error) {
 	if drop == 0 {
 		return 0, nil
 	}
-	removed := w.segs[:drop]
-	w.segs = append([]*segRef(nil), w.segs[drop:]...)
-	var errs []error
-	for _, r := range removed {
-		if err := r.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	w.publish()
-	return drop, errors.Join(errs...)
+	return drop, w.dropOldest(drop)
 }
