@@ -91,15 +91,6 @@ type chunkSpec struct {
 	trailer   []byte
 }
 
-// records is the number of records the chunk holds.
-func (c *chunkSpec) records() uint32 {
-	n := 0
-	for _, e := range c.entries {
-		n += len(e.records)
-	}
-	return uint32(n)
-}
-
 // buildChunk appends the chunk described by spec, with id as its chunk id,
 // to buf.
 func buildChunk(tb testing.TB, buf []byte, id uint64, spec chunkSpec) ([]byte, Header) {

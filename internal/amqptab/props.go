@@ -25,8 +25,9 @@ const (
 	FlagClusterID       uint16 = 0x0004 // cluster-id shortstr
 
 	flagsIgnored uint16 = 0x0003 // continuation bit and its neighbour
-	numProps            = 14
 )
+
+const numProps = 14
 
 // Props is a scan of raw properties: where each present property's value
 // is. It refers to the raw bytes it was scanned from by position only.

@@ -114,9 +114,6 @@ func parseRecord(b []byte) (record, error) {
 	return r, nil
 }
 
-// recordIsPersistent reads just the flags of a record.
-func recordIsPersistent(b []byte) bool { return len(b) > 0 && b[0]&recPersistent != 0 }
-
 // checkEntry checks that e is exactly one simple entry holding a record.
 func checkEntry(e []byte) error {
 	if len(e) < 4+recFixedSize || e[0]&0x80 != 0 {
