@@ -436,13 +436,42 @@ func (c *conn) streamDeleted(vhost, name string) {
 		c.srv.sac.Leave(members...)
 	}
 	if used {
-		c.out.frame(func(b []byte) []byte {
-			b, start := wire.BeginFrame(b, wire.KeyMetadataUpdate, 1)
-			b = wire.AppendU16(b, uint16(wire.CodeStreamNotAvailable))
-			b = wire.AppendString(b, name)
-			return wire.EndFrame(b, start)
-		})
+		c.streamNotAvailable(name)
 	}
+}
+
+// readFailed drops subscription s after its reader failed (a damaged
+// segment, say) and tells the client the stream is not available, as for
+// a deleted stream, rather than leave it a subscription that never
+// delivers again.
+func (c *conn) readFailed(s *subscription) {
+	c.mu.Lock()
+	dropped := false
+	for id, x := range c.mu.subs {
+		if x == s {
+			delete(c.mu.subs, id)
+			dropped = true
+		}
+	}
+	c.mu.Unlock()
+	if !dropped {
+		return // unsubscribed meanwhile
+	}
+	s.cancel()
+	if s.sac != nil {
+		c.srv.sac.Leave(s.sac)
+	}
+	c.streamNotAvailable(s.stream)
+}
+
+// streamNotAvailable queues MetadataUpdate(stream not available) for name.
+func (c *conn) streamNotAvailable(name string) {
+	c.out.frame(func(b []byte) []byte {
+		b, start := wire.BeginFrame(b, wire.KeyMetadataUpdate, 1)
+		b = wire.AppendU16(b, uint16(wire.CodeStreamNotAvailable))
+		b = wire.AppendString(b, name)
+		return wire.EndFrame(b, start)
+	})
 }
 
 // readsVersion reports whether the server reads a frame of key in that

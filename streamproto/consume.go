@@ -275,6 +275,7 @@ func (s *subscription) deliver(d *delivery) {
 		if err != nil {
 			if d.ctx.Err() == nil && !errors.Is(err, osiris.ErrClosed) {
 				c.log.Error("stream subscription read", "stream", s.stream, "err", err)
+				go c.readFailed(s) // it waits for this goroutine to end
 			}
 			return
 		}

@@ -13,12 +13,14 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
 )
@@ -1451,4 +1453,60 @@ func TestRawCloseDrainsLateFrames(t *testing.T) {
 	if n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("after the Close response: %d bytes, %v; want a clean EOF", n, err)
 	}
+}
+
+// Ensure a subscription whose reader fails (here a chunk header damaged
+// on disk after it was written) is dropped and the client told the stream
+// is not available, rather than left waiting for deliveries that never
+// come; the connection and its other commands go on.
+func TestRawReadFailureEndsSubscription(t *testing.T) {
+	t.Parallel()
+	tb := startBroker(t, brokerOpts{})
+	c := rawOpen(t, tb, 0)
+	c.create("dmg", wire.CodeOK)
+	c.declarePublisher(1, "", "dmg", wire.CodeOK)
+	c.publish(1, 1, "a", "b")
+	c.expectConfirm(1, 1, 2)
+	c.publish(1, 3, "c")
+	c.expectConfirm(1, 3)
+
+	s, err := tb.broker.Stream("/", "dmg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.NewReader(osiris.First(), osiris.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second osiris.Chunk
+	for i := range 2 {
+		ch, ok, err := r.TryNext()
+		if err != nil || !ok {
+			t.Fatalf("chunk %d: %v %v", i, ok, err)
+		}
+		second = ch
+	}
+	if second.Header.ChunkID != 2 {
+		t.Fatalf("second chunk id %d", second.Header.ChunkID)
+	}
+	f, err := os.OpenFile(second.File.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, second.Pos); err != nil { // the magic byte
+		t.Fatal(err)
+	}
+	f.Close()
+	r.Close()
+
+	c.subscribe(7, "dmg", 10, wire.CodeOK)
+	c.expectDeliveries(map[uint8][]string{7: {"a", "b"}})
+	f2 := c.expect(wire.KeyMetadataUpdate, 1)
+	if want := rawFrame(wire.KeyMetadataUpdate, 1, rawBuf(nil).u16(uint16(wire.CodeStreamNotAvailable)).str("dmg")); !bytes.Equal(f2.raw, want) {
+		t.Fatalf("MetadataUpdate\n got % x\nwant % x", f2.raw, want)
+	}
+	// The subscription is gone; the id may be used again.
+	c.expectCode(wire.KeyUnsubscribe, rawBuf(nil).u8(7), wire.CodeSubscriptionIDDoesNotExist)
+	c.publish(1, 4, "d")
+	c.expectConfirm(1, 4)
 }
