@@ -16,6 +16,10 @@
 #   distribution      127.0.0.1:25999   WARREN_BENCH_RABBIT_DIST_PORT
 #   CLI distribution  26000-26010       (dist port + 1 .. + 11)
 #   private epmd      127.0.0.1:14369   WARREN_BENCH_RABBIT_EPMD_PORT
+#   management HTTP   127.0.0.1:15999   WARREN_BENCH_RABBIT_MGMT_PORT, only with
+#                                       WARREN_BENCH_RABBIT_MGMT=1 (the
+#                                       management plugin costs CPU: off for
+#                                       benchmarks, on for behaviour checks)
 #
 # All state (mnesia, logs, config, pid file) lives under
 # WARREN_BENCH_RABBIT_DIR (default /tmp/warren-bench-rabbitmq); start wipes
@@ -30,6 +34,8 @@ AMQP_PORT=${WARREN_BENCH_RABBIT_AMQP_PORT:-15673}
 STREAM_PORT=${WARREN_BENCH_RABBIT_STREAM_PORT:-15552}
 DIST_PORT=${WARREN_BENCH_RABBIT_DIST_PORT:-25999}
 EPMD_PORT=${WARREN_BENCH_RABBIT_EPMD_PORT:-14369}
+MGMT=${WARREN_BENCH_RABBIT_MGMT:-0}
+MGMT_PORT=${WARREN_BENCH_RABBIT_MGMT_PORT:-15999}
 BASE=${WARREN_BENCH_RABBIT_DIR:-/tmp/warren-bench-rabbitmq}
 START_TIMEOUT=${WARREN_BENCH_RABBIT_TIMEOUT:-120}
 HOST=127.0.0.1
@@ -127,7 +133,12 @@ stream.advertised_port = $STREAM_PORT
 log.console = false
 log.file.level = info
 EOF
-	echo '[rabbitmq_stream].' >"$BASE/enabled_plugins"
+	if [[ $MGMT == 1 ]]; then
+		printf 'management.tcp.ip = %s\nmanagement.tcp.port = %s\n' "$HOST" "$MGMT_PORT" >>"$BASE/rabbitmq.conf"
+		echo '[rabbitmq_stream,rabbitmq_stream_management,rabbitmq_management].' >"$BASE/enabled_plugins"
+	else
+		echo '[rabbitmq_stream].' >"$BASE/enabled_plugins"
+	fi
 	if [[ $(id -u) -eq 0 ]]; then
 		chown -R "$RABBIT_USER:$RABBIT_USER" "$BASE"
 	fi
