@@ -29,8 +29,40 @@ type Options struct {
 	// interval, chunk size).
 	StreamOptions osiris.Options
 	// LoopbackUsers may only connect from loopback; nil means {"guest"},
-	// as in RabbitMQ's default loopback_users.
+	// as in RabbitMQ's default loopback_users (an empty, non-nil slice:
+	// nobody is restricted).
 	LoopbackUsers []string
+	// Bootstrap is the identity a new data directory gets (RabbitMQ's
+	// default_user, default_pass, default_vhost, default_user_tags and
+	// default_permissions); zero fields take RabbitMQ's defaults.
+	Bootstrap Bootstrap
+}
+
+// Bootstrap is the identity created in an empty catalog.
+type Bootstrap struct {
+	User, Password, VHost string
+	// Tags default to administrator; Permissions to ".*" for all three.
+	Tags        []string
+	Permissions *Permissions
+}
+
+func (o Bootstrap) withDefaults() Bootstrap {
+	if o.User == "" {
+		o.User = DefaultUser
+	}
+	if o.Password == "" && o.User == DefaultUser {
+		o.Password = DefaultPassword
+	}
+	if o.VHost == "" {
+		o.VHost = DefaultVHost
+	}
+	if o.Tags == nil {
+		o.Tags = []string{"administrator"}
+	}
+	if o.Permissions == nil {
+		o.Permissions = &Permissions{Configure: ".*", Write: ".*", Read: ".*"}
+	}
+	return o
 }
 
 // Broker is the model both front ends share. Its methods are safe for
@@ -127,13 +159,14 @@ func (b *Broker) bootstrap() error {
 	if !empty {
 		return nil
 	}
-	if err := b.AddVHost(DefaultVHost); err != nil {
+	id := b.opts.Bootstrap.withDefaults()
+	if err := b.AddVHost(id.VHost); err != nil {
 		return err
 	}
-	if err := b.AddUser(DefaultUser, DefaultPassword, "administrator"); err != nil {
+	if err := b.AddUser(id.User, id.Password, id.Tags...); err != nil {
 		return err
 	}
-	return b.SetPermissions(DefaultUser, DefaultVHost, Permissions{Configure: ".*", Write: ".*", Read: ".*"})
+	return b.SetPermissions(id.User, id.VHost, *id.Permissions)
 }
 
 // openStreams opens every stream in the catalog.
