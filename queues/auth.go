@@ -27,9 +27,11 @@ var (
 
 // User is a broker user.
 type User struct {
-	Name         string   `json:"name"`
-	PasswordHash string   `json:"password_hash"` // base64(salt(4) | sha256(salt | password))
-	Tags         []string `json:"tags,omitempty"`
+	Name         string `json:"name"`
+	PasswordHash string `json:"password_hash"` // base64(salt(4) | hash(salt | password)); "": no password
+	// HashingAlgorithm is RabbitMQ's module name; "" is SHA-256.
+	HashingAlgorithm string   `json:"hashing_algorithm,omitempty"`
+	Tags             []string `json:"tags,omitempty"`
 }
 
 // Permissions are a user's rights in one virtual host: regular expressions

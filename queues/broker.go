@@ -248,6 +248,9 @@ func (b *Broker) DeleteVHost(name string) error {
 	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
 		return err
 	}
+	if err := b.cat.deletePrefix(topicPermKey(name, "", "")[:len("tp/")+len(name)+1]); err != nil {
+		return err
+	}
 	if err := b.cat.delete(vhostKey(name)); err != nil {
 		return err
 	}
@@ -277,6 +280,12 @@ func (b *Broker) DeleteUser(name string) error {
 	var keys [][]byte
 	b.cat.scan([]byte("p/"), func(k, _ []byte) error {
 		if _, u := splitPair(string(k[2:])); u == name {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	b.cat.scan([]byte("tp/"), func(k, _ []byte) error {
+		if _, rest := splitPair(string(k[3:])); strings.HasPrefix(rest, name+"\x00") {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		return nil
@@ -315,7 +324,7 @@ func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, er
 		}
 		return nil, err
 	}
-	if !CheckPassword(u.PasswordHash, password) {
+	if !checkHash(u.PasswordHash, u.HashingAlgorithm, password) {
 		return nil, ErrAuthFailed
 	}
 	if b.loopback[user] && !isLoopback(remote) {

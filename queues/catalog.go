@@ -20,9 +20,12 @@ var (
 	ErrExists = errors.New("queues: already exists")
 )
 
-// VHost is a virtual host.
+// VHost is a virtual host and the metadata RabbitMQ keeps for it.
 type VHost struct {
-	Name string `json:"name"`
+	Name             string   `json:"name"`
+	Description      string   `json:"description,omitempty"`
+	Tags             []string `json:"tags,omitempty"`
+	DefaultQueueType string   `json:"default_queue_type,omitempty"`
 }
 
 // StreamDef is a stream in the catalog.
