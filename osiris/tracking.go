@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/warren-mq/warren/segment"
@@ -36,10 +37,44 @@ type tracking struct {
 	mu        sync.Mutex
 	offsets   map[string]uint64   // consumer reference -> stored offset
 	sequences map[string]sequence // producer reference -> last id
+	dups      map[string]uint64   // producer reference -> duplicates dropped since open
 }
 
 func newTracking() *tracking {
-	return &tracking{offsets: map[string]uint64{}, sequences: map[string]sequence{}}
+	return &tracking{offsets: map[string]uint64{}, sequences: map[string]sequence{}, dups: map[string]uint64{}}
+}
+
+// ProducerState is a named producer's deduplication state.
+type ProducerState struct {
+	Reference        string
+	LastPublishingID uint64
+	Duplicates       uint64 // messages dropped as duplicates since the stream was opened
+	LastChunkID      uint64 // the chunk that holds its last message
+}
+
+// Offsets returns the stored consumer offsets by reference.
+func (s *Stream) Offsets() map[string]uint64 {
+	t := s.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]uint64, len(t.offsets))
+	for k, v := range t.offsets {
+		out[k] = v
+	}
+	return out
+}
+
+// Producers returns the named producers' states, by reference.
+func (s *Stream) Producers() []ProducerState {
+	t := s.track
+	t.mu.Lock()
+	out := make([]ProducerState, 0, len(t.sequences))
+	for ref, q := range t.sequences {
+		out = append(out, ProducerState{Reference: ref, LastPublishingID: q.seq, Duplicates: t.dups[ref], LastChunkID: q.chunkID})
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b ProducerState) int { return strings.Compare(a.Reference, b.Reference) })
+	return out
 }
 
 func (t *tracking) offset(ref string) (uint64, bool) {

@@ -378,8 +378,12 @@ func (w *writer) addBatch(b *Batch, cfg *Config) Result {
 		if b.Producer != "" {
 			t.mu.Lock()
 			last, known := t.sequences[b.Producer]
+			dup := known && m.PublishingID <= last.seq
+			if dup {
+				t.dups[b.Producer]++
+			}
 			t.mu.Unlock()
-			if known && m.PublishingID <= last.seq {
+			if dup {
 				r.Duplicates++
 				w.s.duplicates.Add(1)
 				continue

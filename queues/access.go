@@ -275,3 +275,22 @@ func ParseTags(s string) []string {
 	}
 	return out
 }
+
+// Streams returns the streams of vhost ("" for every vhost), by vhost and
+// name.
+func (b *Broker) Streams(vhost string) ([]StreamDef, error) {
+	prefix := []byte("s/")
+	if vhost != "" {
+		prefix = streamKey(vhost, "")
+	}
+	var out []StreamDef
+	err := b.cat.scan(prefix, func(_, v []byte) error {
+		var def StreamDef
+		if err := unmarshal(v, &def); err != nil {
+			return err
+		}
+		out = append(out, def)
+		return nil
+	})
+	return out, err
+}

@@ -243,6 +243,9 @@ type Queue struct {
 		delivering        *Consumer     // reserved by the dispatcher: taking or delivering to it
 		waiters           int           // goroutines waiting on idle
 
+		unackedBytes int64 // body bytes of the unacked messages
+		counts       Counters
+
 		closed      bool // deleted or closing: refuses everything
 		dirty       bool // ack state changed since encoded: queued in the persister
 		timerSet    bool // the sweep timer is armed
@@ -321,6 +324,73 @@ func (q *Queue) Counts() (ready, consumers int) {
 	defer q.mu.Unlock()
 	q.expireDueLocked()
 	return q.mu.ready, len(q.mu.consumers)
+}
+
+// Counters count a queue's messages since it was opened, as RabbitMQ's
+// message_stats do (they start at zero on every start).
+type Counters struct {
+	Published   uint64 // enqueued
+	Delivered   uint64 // to consumers (RabbitMQ's deliver plus deliver_no_ack)
+	Got         uint64 // by basic.get (get plus get_no_ack)
+	Redelivered uint64 // deliveries and gets of messages delivered before
+	Acked       uint64
+}
+
+// Stats are a queue's counts at one moment, for the management API.
+type Stats struct {
+	Ready, Unacked, Consumers int
+	ReadyBytes, UnackedBytes  int64 // bodies
+	Counters
+	// ActiveConsumer is the consumer tag a single-active-consumer queue
+	// serves ("" otherwise or with none).
+	ActiveConsumer string
+	// IdleSince is when the queue was last used (x-expires' clock), ms.
+	IdleSince int64
+}
+
+// Stats returns the queue's counts now.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expireDueLocked()
+	st := Stats{
+		Ready: q.mu.ready, Unacked: len(q.mu.unacked), Consumers: len(q.mu.consumers),
+		ReadyBytes: q.mu.readyBytes, UnackedBytes: q.mu.unackedBytes, Counters: q.mu.counts,
+		IdleSince: q.mu.lastUsed,
+	}
+	if q.mu.active != nil {
+		st.ActiveConsumer = q.mu.active.tag
+	}
+	return st
+}
+
+// ConsumerInfo describes one consumer of a queue.
+type ConsumerInfo struct {
+	Tag       string
+	Owner     any // the ChannelLimit given to Consume (its channel)
+	NoAck     bool
+	Exclusive bool
+	Prefetch  int
+	Priority  int
+	Unacked   int
+	// Active: it may be delivered to (false for a waiting single active
+	// consumer).
+	Active bool
+}
+
+// Consumers returns the queue's consumers in subscription order.
+func (q *Queue) Consumers() []ConsumerInfo {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]ConsumerInfo, 0, len(q.mu.consumers))
+	sac := q.singleActive()
+	for _, c := range q.mu.consumers {
+		out = append(out, ConsumerInfo{
+			Tag: c.tag, Owner: c.ch, NoAck: c.noAck, Exclusive: c.exclusive, Prefetch: c.prefetch,
+			Priority: c.priority, Unacked: c.unacked, Active: !sac || q.mu.active == c,
+		})
+	}
+	return out
 }
 
 // Declared notes a queue.declare of the existing queue (for x-expires)
@@ -651,6 +721,7 @@ func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 			dead(idRange{id, id + 1})
 		} else {
 			q.mu.settled.Add(id)
+			q.mu.counts.Acked++
 		}
 		n++
 	}
@@ -732,11 +803,20 @@ func (q *Queue) settleLocked(id uint64) {
 // (nil: basic.get): unacked, or settled at once for noAck.
 // REQUIRES: q.mu held.
 func (q *Queue) deliveredLocked(t *taken, c *Consumer, noAck bool) {
+	if c == nil {
+		q.mu.counts.Got++
+	} else {
+		q.mu.counts.Delivered++
+	}
+	if t.count > 0 {
+		q.mu.counts.Redelivered++
+	}
 	if noAck {
 		q.settleLocked(t.id)
 	} else {
 		u := t.unacked(c)
 		q.mu.unacked[t.id] = u
+		q.mu.unackedBytes += int64(u.size)
 		if u.count >= 2 {
 			q.mu.unackedMulti++
 		}
@@ -759,6 +839,7 @@ func (q *Queue) takeUnackedLocked(id uint64) (unackedMsg, bool) {
 		return u, false
 	}
 	delete(q.mu.unacked, id)
+	q.mu.unackedBytes -= int64(u.size)
 	if u.count >= 2 {
 		q.mu.unackedMulti--
 	}

@@ -227,6 +227,7 @@ func (q *Queue) enqueueLocked(ids []idRange, metas []pubMeta, at, ttl int64) {
 			}
 		}
 	}
+	q.mu.counts.Published += uint64(n)
 	if n > 0 && ttl >= 0 {
 		if ttl == 0 {
 			q.addZeroLocked(first, last+1)
