@@ -78,7 +78,8 @@ func checkHash(hash, algo, password string) bool {
 
 // PutUser creates or replaces a user as given: its password hash and
 // algorithm (as a definitions file or the HTTP API's password_hash carry
-// them) and its tags. Its permissions are kept.
+// them), its tags and, unless u.Limits is nil, its limits. Its
+// permissions are kept.
 func (b *Broker) PutUser(u User) error {
 	if u.Name == "" {
 		return errors.New("user name is empty")
@@ -91,6 +92,16 @@ func (b *Broker) PutUser(u User) error {
 	}
 	if u.Tags == nil {
 		u.Tags = []string{}
+	}
+	if u.Limits == nil {
+		var old User
+		if err := b.cat.get(userKey(u.Name), &old); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		u.Limits = old.Limits
+	}
+	if len(u.Limits) == 0 {
+		u.Limits = nil
 	}
 	return b.cat.put(userKey(u.Name), u)
 }
@@ -129,7 +140,8 @@ func (b *Broker) Users() ([]User, error) {
 }
 
 // PutVHost creates a virtual host or, if it exists, replaces its
-// description, tags and default queue type. created says which.
+// description, tags, default queue type and, unless v.Limits is nil, its
+// limits. created says which.
 func (b *Broker) PutVHost(v VHost) (created bool, err error) {
 	if v.Name == "" {
 		return false, errors.New("vhost name is empty")
@@ -139,14 +151,22 @@ func (b *Broker) PutVHost(v VHost) (created bool, err error) {
 	default:
 		return false, fmt.Errorf("default queue type %q is not one of classic, quorum, stream", v.DefaultQueueType)
 	}
-	ok, err := b.cat.has(vhostKey(v.Name))
-	if err != nil {
+	var old VHost
+	err = b.cat.get(vhostKey(v.Name), &old)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
-	return !ok, b.cat.put(vhostKey(v.Name), v)
+	if v.Limits == nil {
+		v.Limits = old.Limits
+	}
+	if len(v.Limits) == 0 {
+		v.Limits = nil
+	}
+	return !exists, b.cat.put(vhostKey(v.Name), v)
 }
 
 // GetVHost returns a virtual host.

@@ -141,3 +141,42 @@ func TestBootstrapIdentityFromOptions(t *testing.T) {
 		t.Fatalf("permissions %+v %v", p, err)
 	}
 }
+
+// Ensure limits are stored with users and vhosts, kept by a put that
+// leaves them nil and cleared by an empty map.
+func TestUserAndVHostLimits(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	defer b.Close()
+	if err := b.PutUser(User{Name: "lim", Limits: map[string]int64{"max-connections": 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutUser(User{Name: "lim", Tags: []string{"management"}}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := b.GetUser("lim")
+	if err != nil || u.Limits["max-connections"] != 3 || !u.HasTag("management") {
+		t.Fatalf("GetUser after a put without limits: %+v %v", u, err)
+	}
+	if err := b.PutUser(User{Name: "lim", Limits: map[string]int64{}}); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ = b.GetUser("lim"); u.Limits != nil {
+		t.Fatalf("limits not cleared: %+v", u.Limits)
+	}
+	if _, err := b.PutVHost(VHost{Name: "lv", Limits: map[string]int64{"max-queues": 5, "max-connections": -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutVHost(VHost{Name: "lv", Description: "kept limits"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.GetVHost("lv")
+	if err != nil || v.Limits["max-queues"] != 5 || v.Limits["max-connections"] != -1 || v.Description != "kept limits" {
+		t.Fatalf("GetVHost after a put without limits: %+v %v", v, err)
+	}
+	if _, err := b.PutVHost(VHost{Name: "lv", Limits: map[string]int64{}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ = b.GetVHost("lv"); v.Limits != nil {
+		t.Fatalf("vhost limits not cleared: %+v", v.Limits)
+	}
+}

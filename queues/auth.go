@@ -32,6 +32,10 @@ type User struct {
 	// HashingAlgorithm is RabbitMQ's module name; "" is SHA-256.
 	HashingAlgorithm string   `json:"hashing_algorithm,omitempty"`
 	Tags             []string `json:"tags,omitempty"`
+	// Limits are RabbitMQ's user limits (max-connections, max-channels),
+	// stored and listed but not enforced yet. nil in PutUser keeps the
+	// user's current limits; an empty map clears them.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // Permissions are a user's rights in one virtual host: regular expressions

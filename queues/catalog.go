@@ -26,6 +26,10 @@ type VHost struct {
 	Description      string   `json:"description,omitempty"`
 	Tags             []string `json:"tags,omitempty"`
 	DefaultQueueType string   `json:"default_queue_type,omitempty"`
+	// Limits are RabbitMQ's vhost limits (max-connections, max-queues),
+	// stored and listed but not enforced yet. nil in PutVHost keeps the
+	// vhost's current limits; an empty map clears them.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // StreamDef is a stream in the catalog.
