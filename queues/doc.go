@@ -47,6 +47,8 @@
 //	qa/<id u64 big-endian>     a queue's ack state (package classic)
 //	n/stream-id                the last directory id handed out (streams and queues)
 //	pol/<vhost> 0x00 <name>    policy.Policy (policy.go; definition values as JSON)
+//	tp/<vhost> 0x00 <user> 0x00 <exchange>  TopicPermission (access.go)
+//	gp/<name>                  GlobalParameter (global_params.go)
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state
