@@ -162,26 +162,10 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		m, c := q.Declared()
 		return q, m, c, nil
 	}
-	if !serverNamed && strings.HasPrefix(def.Name, "amq.") {
-		return nil, 0, 0, Errorf(CodeAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", def.Name)
-	}
-	if err := validateQueueArgs(def.VHost, def.Name, def.Args); err != nil {
+	quorumDef.Name = def.Name
+	if def, err = newQueueDef(def, quorumDef, serverNamed); err != nil {
 		return nil, 0, 0, err
 	}
-	def.Type = QueueClassic
-	if queueTypeOf(def.Args) == QueueClassic {
-		if err := checkClassicOnlyArgs(def); err != nil {
-			return nil, 0, 0, err
-		}
-	}
-	if queueTypeOf(def.Args) == QueueQuorum {
-		quorumDef.Name = def.Name
-		if err := validateQuorumDeclare(quorumDef); err != nil {
-			return nil, 0, 0, err
-		}
-		def.Type, def.Durable = QueueQuorum, true // queue_quorum.go
-	}
-	def.Args = normalizeArgs(def.Args)
 	var owner any
 	if def.Exclusive {
 		owner = o.Owner
@@ -197,6 +181,33 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	b.topoQueueAdded(def.VHost, def.Name, def.Durable)
 	q.Start()
 	return q, 0, 0, nil
+}
+
+// newQueueDef checks the declare of a new classic or quorum queue, its
+// name and arguments, and returns its definition as it is created. sent
+// is the declare as the client sent it (before an exclusive queue is
+// forced transient: quorum queues refuse exclusive before non-durable).
+func newQueueDef(def, sent QueueDef, serverNamed bool) (QueueDef, error) {
+	if !serverNamed && strings.HasPrefix(def.Name, "amq.") {
+		return def, Errorf(CodeAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", def.Name)
+	}
+	if err := validateQueueArgs(def.VHost, def.Name, def.Args); err != nil {
+		return def, err
+	}
+	def.Type = QueueClassic
+	if queueTypeOf(def.Args) == QueueClassic {
+		if err := checkClassicOnlyArgs(def); err != nil {
+			return def, err
+		}
+	}
+	if queueTypeOf(def.Args) == QueueQuorum {
+		if err := validateQuorumDeclare(sent); err != nil {
+			return def, err
+		}
+		def.Type, def.Durable = QueueQuorum, true // queue_quorum.go
+	}
+	def.Args = normalizeArgs(def.Args)
+	return def, nil
 }
 
 // serverName returns a new server-generated queue name: "amq.gen-" and 22

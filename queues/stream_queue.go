@@ -117,21 +117,33 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 	if b.queueReg().get(def.VHost, def.Name) != nil {
 		return false, 0, nil // the classic queue's equivalence check answers
 	}
-	if strings.HasPrefix(def.Name, "amq.") {
-		return true, 0, Errorf(CodeAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", def.Name)
-	}
-	args, err := streamDeclareArgs(o, def)
+	args, err := newStreamArgs(o, def)
 	if err != nil {
 		return true, 0, err
 	}
 	if err := b.createStreamLocked(def.VHost, def.Name, args); err != nil {
-		if AsError(err) == nil {
-			err = Errorf(CodePreconditionFailed, "cannot declare %s: %v", rs("queue", def.Name, def.VHost), err)
-		}
-		return true, 0, err
+		return true, 0, streamDeclareError(def, err)
 	}
 	b.applyStreamPolicy(def.VHost, def.Name, args)
 	return true, 0, nil
+}
+
+// newStreamArgs checks the declare of a new stream, its name and
+// arguments, and returns its arguments in the stream protocol's form.
+func newStreamArgs(o DeclareOptions, def QueueDef) (map[string]string, error) {
+	if strings.HasPrefix(def.Name, "amq.") {
+		return nil, Errorf(CodeAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", def.Name)
+	}
+	return streamDeclareArgs(o, def)
+}
+
+// streamDeclareError is a failed creation of a stream as queue.declare
+// answers it: a 406 unless it is an *Error already.
+func streamDeclareError(def QueueDef, err error) error {
+	if AsError(err) == nil {
+		err = Errorf(CodePreconditionFailed, "cannot declare %s: %v", rs("queue", def.Name, def.VHost), err)
+	}
+	return err
 }
 
 // checkStreamEquivalence is rabbit_amqqueue:assert_equivalence for an
@@ -303,13 +315,19 @@ func validMaxAge(s string) bool {
 	return err == nil
 }
 
+// streamCreateConfig checks a new stream's name and arguments and
+// returns its configuration.
+func streamCreateConfig(name string, args map[string]string) (osiris.Config, error) {
+	if !ValidStreamName(name) {
+		return osiris.Config{}, fmt.Errorf("stream name %q: %w", name, ErrInvalidArgument)
+	}
+	return StreamConfig(args)
+}
+
 // createStreamLocked is CreateStream's work.
 // REQUIRES: reg.opMu held.
 func (b *Broker) createStreamLocked(vhost, name string, args map[string]string) error {
-	if !ValidStreamName(name) {
-		return fmt.Errorf("stream name %q: %w", name, ErrInvalidArgument)
-	}
-	cfg, err := StreamConfig(args)
+	cfg, err := streamCreateConfig(name, args)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,16 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 	if x := vt.idx.Exchange(def.Name); x != nil {
 		return assertExchangeEquivalent(x.Def(), def)
 	}
+	if err := validateNewExchange(def); err != nil {
+		return err
+	}
+	def.Args = normalizeArgs(def.Args)
+	return b.commitTopo(vt, &route.Change{AddX: route.NewExchange(def)})
+}
+
+// validateNewExchange checks the declaration of a new exchange: its name,
+// then its arguments (alternate-exchange, then the type's).
+func validateNewExchange(def ExchangeDef) error {
 	if strings.HasPrefix(def.Name, "amq.") {
 		return Errorf(CodeAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", def.Name)
 	}
@@ -57,11 +67,7 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 				fieldType(v), argAlternateExchange, rs("exchange", def.Name, def.VHost))
 		}
 	}
-	if err := validateExchangeArgs(def); err != nil {
-		return err
-	}
-	def.Args = normalizeArgs(def.Args)
-	return b.commitTopo(vt, &route.Change{AddX: route.NewExchange(def)})
+	return validateExchangeArgs(def)
 }
 
 // assertExchangeEquivalent checks a redeclare of cur as

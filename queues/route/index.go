@@ -3,6 +3,7 @@ package route
 import (
 	"iter"
 	"maps"
+	"slices"
 )
 
 // Index is one vhost's exchanges, queues (as routing destinations) and
@@ -80,6 +81,10 @@ var standardExchanges = []ExchangeDef{
 	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
 	{Name: "amq.rabbitmq.trace", Type: ExchangeTopic, Durable: true, Internal: true},
 }
+
+// StandardExchanges returns the exchanges every vhost has, the default
+// exchange "" first, without a vhost.
+func StandardExchanges() []ExchangeDef { return slices.Clone(standardExchanges) }
 
 // NewIndex returns the index of a new vhost: its standard exchanges, the
 // default exchange "" among them.
