@@ -30,6 +30,7 @@ var rank = []struct {
 	{"queues/", 4}, // classic, route, policy: never queues itself
 	{"queues", 5},
 	{"superstream", 6},
+	{"definitions", 6}, // beside superstream: neither imports the other
 	{"amqp", 7},
 	{"streamproto", 7},    // beside amqp: neither imports the other
 	{"bench/leanamqp", 8}, // clients light enough not to set the pace
