@@ -32,10 +32,11 @@ func Parse(data []byte) (*Definitions, error) {
 	var top map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&top); err != nil {
-		return nil, &InvalidError{Reasons: []string{"not a JSON object: " + describeJSONError(err, data)}}
+		return nil, &InvalidError{Reasons: []string{"not a JSON object: " + describeError(err, data)}}
 	}
-	if err := dec.Decode(new(json.RawMessage)); err != io.EOF {
-		return nil, &InvalidError{Reasons: []string{fmt.Sprintf("not one JSON object: more follows at byte %d", dec.InputOffset())}}
+	end := int(dec.InputOffset())
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		return nil, &InvalidError{Reasons: []string{fmt.Sprintf("not one JSON object: more follows at byte %d", len(data)-len(rest))}}
 	}
 	if top == nil {
 		return nil, &InvalidError{Reasons: []string{"not a JSON object: null"}}
