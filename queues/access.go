@@ -242,7 +242,8 @@ type TopicPermission struct {
 
 func topicPermKey(v, u, x string) []byte { return []byte("tp/" + v + "\x00" + u + "\x00" + x) }
 
-// SetTopicPermission sets a topic permission.
+// SetTopicPermission sets a topic permission; CheckTopicPermission
+// enforces it (topic_auth.go).
 func (b *Broker) SetTopicPermission(p TopicPermission) error {
 	if ok, _ := b.cat.has(userKey(p.User)); !ok {
 		return fmt.Errorf("user %q: %w", p.User, ErrNotFound)
@@ -255,16 +256,16 @@ func (b *Broker) SetTopicPermission(p TopicPermission) error {
 			return fmt.Errorf("invalid regular expression %q: %w", re, err)
 		}
 	}
-	return b.cat.put(topicPermKey(p.VHost, p.User, p.Exchange), p)
+	return b.topicAuthChanged(b.cat.put(topicPermKey(p.VHost, p.User, p.Exchange), p))
 }
 
 // ClearTopicPermissions removes user's topic permissions in vhost on
 // exchange, or on every exchange when exchange is "".
 func (b *Broker) ClearTopicPermissions(user, vhost, exchange string) error {
 	if exchange != "" {
-		return b.cat.delete(topicPermKey(vhost, user, exchange))
+		return b.topicAuthChanged(b.cat.delete(topicPermKey(vhost, user, exchange)))
 	}
-	return b.cat.deletePrefix(topicPermKey(vhost, user, ""))
+	return b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(vhost, user, "")))
 }
 
 // TopicPermissions returns the topic permissions, by vhost, user and

@@ -68,16 +68,17 @@ func (o Bootstrap) withDefaults() Bootstrap {
 // Broker is the model both front ends share. Its methods are safe for
 // concurrent use.
 type Broker struct {
-	dataDir  string
-	log      *slog.Logger
-	opts     Options
-	cat      *catalog
-	loopback map[string]bool
-	topo     topoState // exchanges and bindings (topology_state.go)
-	queues   *queueRegistry
-	persist  *classic.Persister // writes the ack state of durable queues
-	qenv     *classic.Env       // what the queues see of the broker (queue_host.go)
-	pol      policyState        // policies (policy.go)
+	dataDir   string
+	log       *slog.Logger
+	opts      Options
+	cat       *catalog
+	loopback  map[string]bool
+	topo      topoState // exchanges and bindings (topology_state.go)
+	queues    *queueRegistry
+	persist   *classic.Persister // writes the ack state of durable queues
+	qenv      *classic.Env       // what the queues see of the broker (queue_host.go)
+	pol       policyState        // policies (policy.go)
+	topicAuth topicAuth          // topic permissions compiled (topic_auth.go)
 
 	mu struct {
 		sync.Mutex
@@ -117,6 +118,10 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 	b.queues = newQueueRegistry()
 	b.mu.watchers = map[int]func(string, string){}
 	if err := b.bootstrap(); err != nil {
+		cat.close()
+		return nil, err
+	}
+	if err := b.reloadTopicAuth(); err != nil {
 		cat.close()
 		return nil, err
 	}
@@ -248,7 +253,7 @@ func (b *Broker) DeleteVHost(name string) error {
 	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
 		return err
 	}
-	if err := b.cat.deletePrefix(topicPermKey(name, "", "")[:len("tp/")+len(name)+1]); err != nil {
+	if err := b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(name, "", "")[:len("tp/")+len(name)+1])); err != nil {
 		return err
 	}
 	if err := b.cat.delete(vhostKey(name)); err != nil {
@@ -292,8 +297,11 @@ func (b *Broker) DeleteUser(name string) error {
 	})
 	for _, k := range keys {
 		if err := b.cat.delete(k); err != nil {
-			return err
+			return b.topicAuthChanged(err)
 		}
+	}
+	if err := b.topicAuthChanged(nil); err != nil {
+		return err
 	}
 	return b.cat.delete(userKey(name))
 }

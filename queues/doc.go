@@ -1,5 +1,6 @@
 // Package queues is the broker's model, shared by the protocol front ends:
-// virtual hosts, users and their permissions, streams (queue destinations
+// virtual hosts, users and their permissions (topic permissions checked
+// in topic_auth.go), streams (queue destinations
 // for AMQP too: stream_queue.go), AMQP exchanges and bindings
 // (topology*.go: the API with RabbitMQ's checks and reply texts, the
 // catalog records and the vhost locks, over package route), the registry
