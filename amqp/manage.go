@@ -78,6 +78,9 @@ func (ch *channel) handleQueueBind(queue, exchange, key string, args wire.Table,
 	if err := ch.check(queues.PermRead, "exchange", exchange); err != nil {
 		return err
 	}
+	if err := ch.c.broker.CheckTopicPermission(ch.c.user, ch.c.vhost, exchange, queues.PermRead, key); err != nil {
+		return err
+	}
 	if err := ch.checkExclusive(name); err != nil {
 		return err
 	}
@@ -217,6 +220,9 @@ func (ch *channel) handleExchangeBind(dest, source, key string, args wire.Table,
 		return err
 	}
 	if err := ch.check(queues.PermRead, "exchange", source); err != nil {
+		return err
+	}
+	if err := ch.c.broker.CheckTopicPermission(ch.c.user, ch.c.vhost, source, queues.PermRead, key); err != nil {
 		return err
 	}
 	def := queues.BindingDef{VHost: ch.c.vhost, Source: source, DestKind: queues.DestExchange, Dest: dest, Key: key, Args: normalizeTable(args)}

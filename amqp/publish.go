@@ -88,6 +88,11 @@ func (ch *channel) handleBody(payload []byte) error {
 func (ch *channel) finishPublish() error {
 	a := &ch.assembly
 	a.active, a.gotHeader = false, false
+	// Topic authorisation, before the message is read, as RabbitMQ does
+	// (a missing or internal exchange is refused by the routing).
+	if err := ch.c.broker.CheckTopicPermission(ch.c.user, ch.c.vhost, a.exchange, queues.PermWrite, a.key); err != nil {
+		return err
+	}
 	if ch.tx != nil {
 		ch.tx.pubs = append(ch.tx.pubs, txPub{
 			exchange: a.exchange, key: a.key, mandatory: a.mandatory,

@@ -85,7 +85,9 @@
 // parameter sets a vhost's limits.
 //
 // Limits (of users and vhosts) are stored and exported but not enforced
-// yet.
+// yet. Topic permissions are enforced, as RabbitMQ does, on publishes to
+// and bindings from topic exchanges (queues.Broker.CheckTopicPermission,
+// called by the AMQP front end).
 //
 // # Export
 //
