@@ -157,10 +157,10 @@ func (c *checker) needVHost(res, vhost string) bool {
 // defaultAlgorithm is the hashing algorithm of a user without one, by
 // the document's RabbitMQ version (rabbit_auth_backend_internal:
 // hashing_algorithm/2): MD5 before 3.6.0.
-func (c *checker) defaultAlgorithm() string {
-	v := c.d.RabbitMQVersion
+func defaultAlgorithm(d *Definitions) string {
+	v := d.RabbitMQVersion
 	if v == "" {
-		v = c.d.RabbitVersion
+		v = d.RabbitVersion
 	}
 	for _, old := range []string{"3.0.", "3.1.", "3.2.", "3.3.", "3.4.", "3.5."} {
 		if strings.HasPrefix(v, old) {
@@ -203,7 +203,7 @@ func (c *checker) checkUsers() {
 		}
 		hash, algo := u.PasswordHash, u.HashingAlgorithm
 		if algo == "" {
-			algo = c.defaultAlgorithm()
+			algo = defaultAlgorithm(c.d)
 		}
 		if u.Password != "" {
 			if hash != "" {

@@ -26,13 +26,25 @@ import (
 // and returns an error that errors.Is ErrPartial and the cause, saying
 // how far it got: what was applied stays.
 func Import(b *queues.Broker, d *Definitions, vhost string) error {
+	return importDefs(b, d, vhost, nil)
+}
+
+// importDefs is Import; beforeApply, when not nil, runs between the
+// validation and the changes (a test's concurrent client).
+func importDefs(b *queues.Broker, d *Definitions, vhost string, beforeApply func()) error {
 	if vhost != "" && !b.VHostExists(vhost) {
 		return fmt.Errorf("definitions: vhost %q: %w", vhost, queues.ErrNotFound)
+	}
+	if d == nil {
+		d = &Definitions{}
 	}
 	c := newChecker(b, d, vhost)
 	steps, err := c.check()
 	if err != nil {
 		return err
+	}
+	if beforeApply != nil {
+		beforeApply()
 	}
 	for i, s := range steps {
 		if err := s.do(); err != nil {

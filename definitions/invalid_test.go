@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/warren-mq/warren/queues"
 )
 
 // good are valid entities of every kind, added to each bad document
@@ -232,5 +234,34 @@ func TestParseRefusesMalformedDocuments(t *testing.T) {
 	}
 	if _, ok := d.Queues[0].Arguments["i"].(int64); !ok {
 		t.Errorf("integer argument is %T", d.Queues[0].Arguments["i"])
+	}
+}
+
+// Ensure a change that fails after the validation (here a client
+// declaring the queue meanwhile with other arguments) stops the import
+// with ErrPartial, saying what was applied, which stays.
+func TestImportFailingPartWay(t *testing.T) {
+	b := openBroker(t)
+	d := mustParse(t, `{
+		"users": [{"name": "early", "password_hash": "", "tags": []}],
+		"vhosts": [{"name": "v"}],
+		"queues": [{"name": "late", "vhost": "/", "arguments": {"x-max-length": 1}}, {"name": "later", "vhost": "/"}]
+	}`)
+	err := importDefs(b, d, "", func() {
+		if _, _, _, err := b.DeclareQueue(queues.DeclareOptions{Def: queues.QueueDef{VHost: "/", Name: "late", Durable: true,
+			Args: map[string]any{"x-max-length": int64(2)}}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const text = "definitions: import stopped at queue 'late' in vhost '/' after 2 of 4 changes, which stay applied: " +
+		"definitions: import failed part way: PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'late' in vhost '/': received '1' but current is '2'"
+	if !errors.Is(err, ErrPartial) || errors.Is(err, ErrInvalid) || err.Error() != text {
+		t.Fatalf("Import = %v\nwant %s", err, text)
+	}
+	if _, err := b.GetUser("early"); err != nil || !b.VHostExists("v") {
+		t.Errorf("what came before the failure is not applied: %v", err)
+	}
+	if _, err := b.Queue("/", "later"); err == nil {
+		t.Error("what comes after the failure is applied")
 	}
 }

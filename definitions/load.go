@@ -84,7 +84,7 @@ func fileError(file string, err error) error {
 // get src's default (by its version), which the merged document's
 // version no longer tells.
 func merge(dst, src *Definitions) {
-	algo := (&checker{d: src}).defaultAlgorithm()
+	algo := defaultAlgorithm(src)
 	for _, u := range src.Users {
 		if u.HashingAlgorithm == "" && u.Password == "" {
 			u.HashingAlgorithm = algo

@@ -5,6 +5,7 @@
 #   bash rabbitmq-fixture.sh create   # the defs-* entities
 #   bash rabbitmq-fixture.sh export   # GET /api/definitions, kept to defs-* and guest
 #   bash rabbitmq-fixture.sh export-ctl  # rabbitmqctl export_definitions, likewise
+#   bash rabbitmq-fixture.sh check-export  # Warren's export into the RabbitMQ and back
 #   bash rabbitmq-fixture.sh clean    # delete the defs-* entities again
 #
 # Only names starting with defs- are created, so a shared node is not
@@ -136,24 +137,78 @@ export_ctl() {
 	${RABBITMQCTL:-rabbitmqctl} export_definitions - --format json | keep >"$HERE/rabbitmq-3.10.8-ctl.json"
 }
 
+# defs_only filters a definitions document down to the defs-* users,
+# vhosts (with everything in them) and global parameters, sorted, and
+# without what RabbitMQ 3.10's HTTP export lacks (the vhosts' metadata,
+# the 4.x fields) or what differs between exporters (the version fields).
+# With "names", vhosts are kept to their names (as 3.10's HTTP export
+# has them), for comparing.
+defs_only() {
+	jq -S --argjson names "$([[ ${1:-} == names ]] && echo true || echo false)" '
+		def defs: startswith("defs-");
+		del(.rabbit_version, .rabbitmq_version, .product_name, .product_version,
+			.rabbitmq_definition_format, .explanation, .original_cluster_name)
+		| .users |= (map(select(.name | defs)) | sort_by(.name))
+		| .vhosts |= (map(select(.name | defs) | if $names then {name} else . end) | sort_by(.name))
+		| .permissions |= (map(select(.vhost | defs)) | sort_by(.vhost, .user))
+		| .topic_permissions |= (map(select(.vhost | defs)) | sort_by(.vhost, .user, .exchange))
+		| .parameters |= (map(select(.vhost | defs)) | sort_by(.vhost, .component, .name))
+		| .global_parameters |= (map(select(.name | defs)) | sort_by(.name))
+		| .policies |= (map(select(.vhost | defs)) | sort_by(.vhost, .name))
+		| .queues |= (map(select(.vhost | defs)) | sort_by(.vhost, .name))
+		| .exchanges |= (map(select(.vhost | defs)) | sort_by(.vhost, .name))
+		| .bindings |= (map(select(.vhost | defs)) | sort_by(.vhost, .source, .destination_type, .destination, .routing_key))
+	'
+}
+
+# check_export imports an export of Warren (TestWriteExportForRabbitMQ:
+# the fixture and what only Warren makes, all named defs-*) into the
+# RabbitMQ, compares the RabbitMQ's export of the defs-* entities with it,
+# checks that a user Warren hashed logs in, and cleans up. It needs go.
+check_export() {
+	local tmp rc=0
+	tmp=$(mktemp -d)
+	(cd "$HERE/.." && WARREN_DEFS_EXPORT="$tmp/warren.json" go test -run TestWriteExportForRabbitMQ -count=1 . >/dev/null)
+	defs_only <"$tmp/warren.json" >"$tmp/warren-defs.json"
+	clean
+	curl -fsS -u "$AUTH" -X POST -H 'content-type: application/json' --data-binary "@$tmp/warren-defs.json" "$API/definitions"
+	defs_only names <"$tmp/warren-defs.json" >"$tmp/warren-names.json"
+	api GET /definitions | defs_only names >"$tmp/rabbitmq-names.json"
+	if diff -u "$tmp/warren-names.json" "$tmp/rabbitmq-names.json"; then
+		echo "check-export: RabbitMQ exports what it imported from Warren: $(jq -c 'map_values(if type == "array" then length else . end)' "$tmp/rabbitmq-names.json")"
+	else
+		echo "check-export: RabbitMQ's export differs (- Warren's, + RabbitMQ's)"
+		rc=1
+	fi
+	echo "check-export: vhost defs-w in RabbitMQ: $(api GET /vhosts/defs-w | jq -c '{description, tags, default_queue_type}')"
+	echo "check-export: its limits: $(api GET /vhost-limits/defs-w | jq -c '.[0].value'), defs-lim's: $(api GET /user-limits/defs-lim | jq -c '.[0].value')"
+	curl -fsS -u defs-zed:zed-secret "$API/whoami" >/dev/null && echo "check-export: defs-zed (hashed by Warren) logs in" || rc=1
+	clean
+	rm -r "$tmp"
+	return $rc
+}
+
 clean() {
-	local v u
-	for v in defs-a defs-b; do
-		curl -sS -u "$AUTH" -X DELETE "$API/vhosts/$v" || true
+	local v u g
+	for v in defs-a defs-b defs-w; do
+		curl -sS -o /dev/null -u "$AUTH" -X DELETE "$API/vhosts/$v" || true
 	done
-	for u in defs-alice defs-bob defs-carol; do
-		curl -sS -u "$AUTH" -X DELETE "$API/users/$u" || true
+	for u in defs-alice defs-bob defs-carol defs-zed defs-lim; do
+		curl -sS -o /dev/null -u "$AUTH" -X DELETE "$API/users/$u" || true
 	done
-	curl -sS -u "$AUTH" -X DELETE "$API/global-parameters/defs-note" || true
+	for g in defs-note defs-gp; do
+		curl -sS -o /dev/null -u "$AUTH" -X DELETE "$API/global-parameters/$g" || true
+	done
 }
 
 case ${1:-} in
 create) create ;;
 export) export_defs ;;
 export-ctl) export_ctl ;;
+check-export) check_export ;;
 clean) clean ;;
 *)
-	echo "usage: $0 create|export|export-ctl|clean" >&2
+	echo "usage: $0 create|export|export-ctl|check-export|clean" >&2
 	exit 2
 	;;
 esac
