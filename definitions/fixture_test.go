@@ -203,6 +203,13 @@ func TestImportRabbitMQ3108(t *testing.T) {
 	if _, err := b.GetGlobalParameter("internal_cluster_id"); !errors.Is(err, queues.ErrNotFound) {
 		t.Errorf("internal_cluster_id imported: %v", err)
 	}
+
+	// Importing it again changes nothing.
+	before := exportJSON(t, b, "")
+	importFile(t, b, fixtureHTTP)
+	if after := exportJSON(t, b, ""); after != before {
+		t.Errorf("a second import changed the broker:\n%s", after)
+	}
 }
 
 // Ensure rabbitmqctl export_definitions' form imports too: the vhosts'

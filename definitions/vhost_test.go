@@ -108,3 +108,38 @@ func TestSingleVHostErrors(t *testing.T) {
 		t.Errorf("the refused import changed the vhost:\n%s", after)
 	}
 }
+
+// Ensure a queue without x-queue-type takes the type a 4.x export gives
+// beside its arguments, else its vhost's default queue type, as
+// RabbitMQ's augment_declare_args does (not for an auto-delete queue,
+// which a quorum queue cannot be).
+func TestImportQueueTypes(t *testing.T) {
+	b := openBroker(t)
+	d := mustParse(t, `{
+		"vhosts": [{"name": "v", "metadata": {"default_queue_type": "quorum"}}, {"name": "undef", "default_queue_type": "undefined"}],
+		"queues": [
+			{"name": "by-default", "vhost": "v"},
+			{"name": "typed", "vhost": "v", "type": "stream"},
+			{"name": "explicit", "vhost": "v", "arguments": {"x-queue-type": "classic"}},
+			{"name": "transient", "vhost": "v", "durable": false, "auto_delete": true},
+			{"name": "plain", "vhost": "undef"}
+		]
+	}`)
+	if err := Import(b, d, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ vhost, name, typ string }{
+		{"v", "by-default", queues.QueueQuorum}, {"v", "explicit", queues.QueueClassic},
+		{"v", "transient", queues.QueueClassic}, {"undef", "plain", queues.QueueClassic},
+	} {
+		if q, err := b.Queue(tc.vhost, tc.name); err != nil || q.Def().Type != tc.typ {
+			t.Errorf("queue %s: %v, want %s", tc.name, err, tc.typ)
+		}
+	}
+	if _, ok := b.LookupStream("v", "typed"); !ok {
+		t.Error("typed is not a stream")
+	}
+	if v, _ := b.GetVHost("undef"); v.DefaultQueueType != "" {
+		t.Errorf("default queue type 'undefined' kept as %q", v.DefaultQueueType)
+	}
+}
