@@ -29,10 +29,7 @@ type InvalidError struct {
 	More    int // reasons found beyond Reasons
 }
 
-func (e *InvalidError) Error() string {
-	s := "definitions: " + e.Reason()
-	return s
-}
+func (e *InvalidError) Error() string { return "definitions: " + e.Reason() }
 
 // Reason is the reasons in one sentence, as the HTTP API's 400 reason.
 func (e *InvalidError) Reason() string {
