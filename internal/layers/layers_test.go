@@ -32,6 +32,7 @@ var rank = []struct {
 	{"superstream", 6},
 	{"amqp", 7},
 	{"streamproto", 7},    // beside amqp: neither imports the other
+	{"mgmt", 8},           // the management API: above the front ends it reports on
 	{"bench/leanamqp", 8}, // clients light enough not to set the pace
 	{"bench/leanstream", 8},
 	{"bench/perf", 9},
