@@ -14,6 +14,7 @@ import (
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/qerr"
 )
 
 // The queue endpoints. Streams are queues of type "stream" here, as in
@@ -296,14 +297,25 @@ func (s *Server) putQueue(q *request) error {
 	return q.noContent(!existed)
 }
 
-// badOr turns a model error with an AMQP reply code into RabbitMQ's 400
-// (a 404 stays 404).
+// badOr turns a model error with an AMQP reply code into RabbitMQ's
+// answer: 404 stays 404, 403 is 401 "Access refused.", the others are 400
+// with the reply text without its code name ("inequivalent arg ...").
 func badOr(err error) error {
-	var coded interface{ Code() int }
-	if errors.As(err, &coded) && coded.Code() != 404 && coded.Code() != 403 {
-		return errBadRequest(err.Error())
+	var qe *qerr.Error
+	if !errors.As(err, &qe) {
+		return err
 	}
-	return err
+	switch qe.Code {
+	case qerr.CodeNotFound:
+		return errNotFound()
+	case qerr.CodeAccessRefused:
+		return errNotAuthorised("Access refused.")
+	}
+	text := qe.Text
+	if _, rest, ok := strings.Cut(text, " - "); ok && strings.ToUpper(text[:len(text)-len(rest)-3]) == text[:len(text)-len(rest)-3] {
+		text = rest
+	}
+	return errBadRequest(text)
 }
 
 func (s *Server) deleteQueue(q *request) error {

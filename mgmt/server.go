@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/qerr"
 	"github.com/warren-mq/warren/superstream"
 )
 
@@ -349,15 +350,9 @@ func (s *Server) translate(err error) *apiError {
 	case errors.Is(err, queues.ErrAccessRefused):
 		return errNotAuthorised(err.Error()).(*apiError)
 	}
-	var coded interface{ Code() int }
-	if errors.As(err, &coded) {
-		switch coded.Code() {
-		case 404:
-			return errNotFound().(*apiError)
-		case 403:
-			return errNotAuthorised(err.Error()).(*apiError)
-		}
-		return errBadRequest(err.Error()).(*apiError)
+	var qe *qerr.Error
+	if errors.As(err, &qe) {
+		return badOr(err).(*apiError)
 	}
 	s.log.Warn("management API error", "err", err)
 	return &apiError{http.StatusInternalServerError, "internal_server_error", err.Error()}
