@@ -331,10 +331,20 @@ func (s *Server) deleteQueue(q *request) error {
 		return err
 	}
 	qs := q.r.URL.Query()
-	if _, err := s.b.DeleteQueue(v, name, s, qs.Get("if-unused") == "true", qs.Get("if-empty") == "true"); err != nil {
+	if _, err := s.b.DeleteQueue(v, name, s.ownerOf(v, name), qs.Get("if-unused") == "true", qs.Get("if-empty") == "true"); err != nil {
 		return badOr(err)
 	}
 	return q.noContent(false)
+}
+
+// ownerOf is who the API acts as on a queue it deletes: the owning
+// connection of an exclusive queue (an operator may delete one, as in
+// RabbitMQ), else the API itself.
+func (s *Server) ownerOf(vhost, name string) any {
+	if qq, _ := s.b.LookupDestination(vhost, name); qq != nil && qq.Owner() != nil {
+		return qq.Owner()
+	}
+	return s
 }
 
 func (s *Server) purgeQueue(q *request) error {
@@ -352,9 +362,6 @@ func (s *Server) purgeQueue(q *request) error {
 		return errBadRequest(fmt.Sprintf("purge not supported by queue '%s' in vhost '%s' of type stream", name, v))
 	case qq == nil:
 		return errNotFound()
-	}
-	if err := qq.CheckOwner(s); err != nil {
-		return badOr(err)
 	}
 	if _, err := qq.Purge(); err != nil {
 		return badOr(err)

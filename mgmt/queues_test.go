@@ -178,6 +178,18 @@ func TestDeclareQueuesAndListThem(t *testing.T) {
 	if sorted[0]["name"] != "s-c" || len(sorted[0]) != 2 {
 		t.Fatalf("sorted %v", sorted)
 	}
+	// An operator may purge and delete another connection's exclusive
+	// queue; getting its messages is refused (405 RESOURCE_LOCKED as 400).
+	if _, err := ch.QueueDeclare("mine", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ch, "", "mine", 2, false)
+	want(t, tb.guest("POST", "/api/queues/%2F/mine/get", map[string]any{"count": 1, "ackmode": "ack_requeue_true"}), 400)
+	want(t, tb.guest("DELETE", "/api/queues/%2F/mine/contents", nil), 204)
+	if q := tb.guest("GET", "/api/queues/%2F/mine", nil).obj(t); q["exclusive"] != true || num(t, q["messages"]) != 0 {
+		t.Fatalf("exclusive queue %v", q)
+	}
+	want(t, tb.guest("DELETE", "/api/queues/%2F/mine", nil), 204)
 	want(t, tb.guest("DELETE", "/api/queues/%2F/s-c", nil), 204)
 	if _, err := ch.QueueDeclarePassive("s-c", true, false, false, false, nil); err == nil {
 		t.Fatal("stream survived its deletion")
