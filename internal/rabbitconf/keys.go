@@ -48,6 +48,13 @@ func Schema(key string) (app string, ok bool) {
 	return "", false
 }
 
+// Match reports whether key (as in Entry.Key) fits pattern, a key in
+// which a segment starting with $ matches any one segment
+// ("loopback_users.$user" matches `loopback_users.john\.doe`).
+func Match(pattern, key string) bool {
+	return matchKey(strings.Split(pattern, "."), splitKey(key))
+}
+
 // matchKey reports whether segs fit pattern, a $ segment matching any.
 func matchKey(pattern, segs []string) bool {
 	if len(pattern) != len(segs) {

@@ -45,3 +45,22 @@ func TestSchema(t *testing.T) {
 		t.Fatalf("%d keys read from rabbitmq_keys.txt", n)
 	}
 }
+
+// Ensure Match compares segments, escaped dots inside one.
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, key string
+		want         bool
+	}{
+		{"heartbeat", "heartbeat", true},
+		{"listeners.tcp.$name", "listeners.tcp.default", true},
+		{"listeners.tcp.$name", "listeners.tcp", false},
+		{"listeners.tcp.$name", "listeners.tcp.a.b", false},
+		{"loopback_users.$user", `loopback_users.john\.doe`, true},
+		{"a.b", `a\.b`, false},
+	} {
+		if got := Match(tc.pattern, tc.key); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.key, got, tc.want)
+		}
+	}
+}
