@@ -1,16 +1,29 @@
 // Command warren is the Warren broker daemon.
 //
-//	go run ./tools/warren [-data-dir warren-data] [-amqp-listen :5672]
-//	                      [-stream-listen :5552] [-stream-advertise localhost:5552]
-//	                      [-config warren.json]
+//	go run ./tools/warren [-config warren.conf] [-data-dir warren-data]
+//	                      [-amqp-listen :5672] [-stream-listen :5552]
+//	                      [-stream-advertise localhost:5552] [-http-listen :15672]
+//	                      [-log-level info] [-debug-listen 127.0.0.1:6060]
 //
 // It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
-// 5552); an empty listen address turns that protocol off. A data directory is used by one broker at a time (a lock file says so).
-// SIGINT and SIGTERM shut down cleanly: stop accepting, close connections,
-// flush the stream writers, close the files.
+// 5552); an empty listen address turns that protocol off. A data
+// directory is used by one broker at a time (a lock file says so).
+// SIGINT and SIGTERM shut down cleanly: stop accepting, close
+// connections, flush the stream writers, close the files.
+//
+// -config names a file in RabbitMQ's rabbitmq.conf syntax (key = value,
+// # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
+// stream.*, heartbeat, frame_max, channel_max, default_user and the
+// other default_* keys, loopback_users, management.tcp.*,
+// load_definitions, log.console.*) and warren.* keys for what only
+// Warren has (warren.data_dir, warren.retention_interval,
+// warren.debug_listen). A key of RabbitMQ's that Warren does not act
+// on, an unknown key or a malformed value stops the start with an error
+// naming the line. Flags given explicitly win over the file.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,15 +48,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		fmt.Fprintln(os.Stderr, "log level:", err)
+	logger, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, logger, nil); err != nil {
+		if !logger.Enabled(ctx, slog.LevelError) { // logging is off; still say why
+			fmt.Fprintln(os.Stderr, "warren:", err)
+		}
 		logger.Error("warren", "err", err)
 		os.Exit(1)
 	}
@@ -88,11 +103,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	defer lock.Close()
 	retention, err := time.ParseDuration(cfg.RetentionInterval)
 	if err != nil {
-		return fmt.Errorf("retention_interval: %w", err)
+		return fmt.Errorf("retention interval: %w", err)
 	}
 	broker, err := queues.Open(cfg.DataDir, queues.Options{
 		Logger:        logger,
 		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger},
+		LoopbackUsers: cfg.LoopbackUsers,
+		Bootstrap:     cfg.Bootstrap,
 	})
 	if err != nil {
 		return err
@@ -121,10 +138,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		listeners = append(listeners, ln)
 		addrs.Stream = ln.Addr()
-		advertise := cfg.StreamAdvertise
-		if advertise == "" {
-			_, port, _ := net.SplitHostPort(ln.Addr().String())
-			advertise = net.JoinHostPort("localhost", port)
+		advertise, err := advertiseAddr(cfg.StreamAdvertise, ln.Addr())
+		if err != nil {
+			closeAll()
+			return err
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
@@ -151,13 +168,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
 	}
 	if len(servers) == 0 {
-		return errors.New("nothing to serve: both amqp_listen and stream_listen are empty")
+		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("debug_listen: %w", err)
+			return fmt.Errorf("debug listener: %w", err)
 		}
 		defer serveDebug(ln, logger)()
 	}
@@ -183,4 +200,21 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	}
 	logger.Info("warren stopped")
 	return nil
+}
+
+// advertiseAddr is the host:port stream clients are told to connect to:
+// advertise (Config.StreamAdvertise) with an empty host taken as
+// localhost and an empty port as the port of ln.
+func advertiseAddr(advertise string, ln net.Addr) (string, error) {
+	host, port := "", ""
+	if advertise != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(advertise); err != nil {
+			return "", fmt.Errorf("stream advertise address: %w", err)
+		}
+	}
+	if port == "" {
+		_, port, _ = net.SplitHostPort(ln.String())
+	}
+	return net.JoinHostPort(cmp.Or(host, "localhost"), port), nil
 }
