@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -230,6 +232,52 @@ w.conf:3: listeners.tcp.b is a second AMQP listener (listeners.tcp.default is on
 w.conf:4: heartbeat: "x" is not an integer`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want\n%s", err, want)
+	}
+}
+
+// Ensure warren.conf.example, as committed, is a valid file that gives
+// Warren's defaults; that each alternative commented out in it ("# key =
+// value") is valid on its own; and that it shows every key Warren reads.
+func TestConfExample(t *testing.T) {
+	data, err := os.ReadFile("warren.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readConf(t, string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	want.StreamAdvertise = "localhost:5552"
+	want.FrameMax, want.Heartbeat = 1048576, 60
+	want.AMQPFrameMax, want.AMQPChannelMax, want.AMQPHeartbeat = 131072, 2047, 60
+	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
+		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
+	want.LoopbackUsers = []string{"guest"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+
+	entries, _ := rabbitconf.Parse("warren.conf.example", data)
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for n := 1; sc.Scan(); n++ {
+		alt, ok := strings.CutPrefix(sc.Text(), "# ")
+		if !ok {
+			continue
+		}
+		if _, err := readConf(t, alt); err != nil {
+			t.Errorf("line %d, %q: %v", n, alt, err)
+		}
+		more, err := rabbitconf.Parse("alt", []byte(alt))
+		if err != nil || len(more) != 1 {
+			t.Fatalf("line %d, %q: not one setting", n, alt)
+		}
+		entries = append(entries, more...)
+	}
+	for _, k := range confKeys {
+		if !hasKey(entries, k.key) {
+			t.Errorf("warren.conf.example does not show %s", k.key)
+		}
 	}
 }
 

@@ -17,9 +17,10 @@
 // other default_* keys, loopback_users, management.tcp.*,
 // load_definitions, log.console.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
-// warren.debug_listen). A key of RabbitMQ's that Warren does not act
-// on, an unknown key or a malformed value stops the start with an error
-// naming the line. Flags given explicitly win over the file.
+// warren.debug_listen); warren.conf.example lists them all. A key of
+// RabbitMQ's that Warren does not act on, an unknown key or a malformed
+// value stops the start with an error naming the line. Flags given
+// explicitly win over the file.
 package main
 
 import (
