@@ -141,3 +141,9 @@ func TestBootstrapIdentityFromOptions(t *testing.T) {
 		t.Fatalf("permissions %+v %v", p, err)
 	}
 }
+
+func TestBootstrapUserNeedsAPassword(t *testing.T) {
+	if _, err := Open(t.TempDir(), Options{Bootstrap: Bootstrap{User: "admin"}}); err == nil {
+		t.Fatal("a default user without a password was made")
+	}
+}

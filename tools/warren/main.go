@@ -37,9 +37,11 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
+	"github.com/warren-mq/warren/superstream"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,7 +93,7 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // readyAddrs are the bound listen addresses (nil for a protocol that is
 // off).
 type readyAddrs struct {
-	Stream, AMQP net.Addr
+	Stream, AMQP, HTTP net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
@@ -132,6 +134,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 	}
 	var addrs readyAddrs
+	super := superstream.NewManager(broker)
+	var consumerGroups func() []superstream.GroupInfo
+	var mgmtListeners []mgmt.Listener
 	if cfg.StreamListen != "" {
 		ln, err := net.Listen("tcp", cfg.StreamListen)
 		if err != nil {
@@ -146,12 +151,15 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
+			SuperStreams: super,
 		})
 		if err != nil {
 			closeAll()
 			return err
 		}
 		servers = append(servers, srv)
+		consumerGroups = srv.ConsumerGroups
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
 		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
 	}
 	if cfg.AMQPListen != "" {
@@ -166,10 +174,26 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
 		}))
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
 	}
 	if len(servers) == 0 {
+		closeAll()
 		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
+	}
+	if cfg.HTTPListen != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("management listener: %w", err)
+		}
+		listeners = append(listeners, ln)
+		addrs.HTTP = ln.Addr()
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+		servers = append(servers, mgmt.New(mgmt.Config{
+			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
+		}))
+		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)

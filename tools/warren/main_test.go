@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,6 +28,7 @@ func TestRunLockAndShutdown(t *testing.T) {
 	cfg.DataDir = dir
 	cfg.StreamListen = "127.0.0.1:0"
 	cfg.AMQPListen = "127.0.0.1:0"
+	cfg.HTTPListen = "127.0.0.1:0"
 	logger := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan readyAddrs, 1)
@@ -46,8 +49,27 @@ func TestRunLockAndShutdown(t *testing.T) {
 		}
 		c.Close()
 	}
+	// The management API lists the daemon's three listeners.
+	req, _ := http.NewRequest("GET", "http://"+addrs.HTTP.String()+"/api/overview", nil)
+	req.SetBasicAuth("guest", "guest")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overview struct {
+		Listeners []struct {
+			Protocol string `json:"protocol"`
+			Port     int    `json:"port"`
+		} `json:"listeners"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&overview)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 || len(overview.Listeners) != 3 || overview.Listeners[2].Protocol != "http" ||
+		overview.Listeners[2].Port != addrs.HTTP.(*net.TCPAddr).Port {
+		t.Fatalf("overview: %d %+v %v", res.StatusCode, overview, err)
+	}
 
-	err := run(context.Background(), cfg, logger, nil)
+	err = run(context.Background(), cfg, logger, nil)
 	if err == nil || !strings.Contains(err.Error(), "in use by another Warren") {
 		t.Fatalf("second run on the same data dir: %v", err)
 	}
