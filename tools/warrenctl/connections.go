@@ -143,7 +143,7 @@ func runCloseConnection(c *cmd) error {
 	return nil
 }
 
-// secondsText prints a timeout as rabbitmqctl does: 60.0, 0.5.
+// secondsText prints a float as Erlang does: 60.0, 0.5, 0.1365.
 func secondsText(s float64) string {
 	t := strconv.FormatFloat(s, 'f', -1, 64)
 	if !strings.Contains(t, ".") {

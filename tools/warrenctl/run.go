@@ -270,7 +270,8 @@ func parseArgs(args []string) (parsed, error) {
 			p.args = append(p.args, args[i+1:]...)
 			break
 		}
-		if len(a) < 2 || a[0] != '-' {
+		// "-" (stdin/stdout) and negative numbers are arguments.
+		if len(a) < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') {
 			if p.verbName == "" {
 				p.verbName = a
 				p.verb = verbs[a]
@@ -306,6 +307,7 @@ func parseArgs(args []string) (parsed, error) {
 			if value == "false" {
 				continue
 			}
+			value = ""
 		}
 		if o.name == "help" {
 			p.help = true
@@ -346,7 +348,7 @@ const globalUsage = "warrenctl [--url <url>] [--user <user>] [--password <passwo
 func printUsageError(w io.Writer, args []string, v *verb, msg string) {
 	fmt.Fprintf(w, "Error (argument validation): %s\nArguments given:\n\t%s\n\n", msg, strings.Join(args, " "))
 	if v != nil {
-		fmt.Fprintf(w, "Usage\n\nwarrenctl [global options] %s %s\n", v.name, v.usage)
+		fmt.Fprintf(w, "Usage\n\n%s\n", verbUsage(v))
 	} else {
 		fmt.Fprintf(w, "Usage\n\n%s <command> [<command options>]\n", globalUsage)
 	}
@@ -372,8 +374,12 @@ func printHelp(w io.Writer, args []string) {
 	fmt.Fprint(w, "\nUse 'warrenctl help <command>' to learn more about a specific command\n")
 }
 
+func verbUsage(v *verb) string {
+	return strings.TrimSpace("warrenctl [global options] " + v.name + " " + v.usage)
+}
+
 func printVerbHelp(w io.Writer, v *verb) {
-	fmt.Fprintf(w, "Usage\n\nwarrenctl [global options] %s %s\n\n%s\n", v.name, v.usage, v.summary)
+	fmt.Fprintf(w, "Usage\n\n%s\n\n%s\n", verbUsage(v), v.summary)
 	if len(v.columns) > 0 {
 		names := make([]string, len(v.columns))
 		for i, c := range v.columns {

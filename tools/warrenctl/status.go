@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -64,7 +65,7 @@ func runStatus(c *cmd) error {
 		if err != nil {
 			return jv{}
 		}
-		return jstring(strconv.FormatFloat(f/1e9, 'f', 4, 64))
+		return jstring(secondsText(math.Round(f/1e5) / 1e4))
 	}
 	seconds := func(ms jv) jv {
 		n, err := strconv.ParseInt(ms.str(), 10, 64)
