@@ -57,7 +57,12 @@ func (e *httpError) Error() string {
 	if msg == "" {
 		msg = e.tag
 	}
-	if msg == "" {
+	switch {
+	case msg != "":
+	case e.status == http.StatusMethodNotAllowed:
+		// RabbitMQ 3.x answers so for the stream paths it lacks.
+		msg = "Method Not Allowed: the server does not implement this operation"
+	default:
 		msg = http.StatusText(e.status)
 	}
 	return msg + "\n" + e.detail()

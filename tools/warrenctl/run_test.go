@@ -63,6 +63,12 @@ func TestErrors(t *testing.T) {
 		want:   []sent{queues},
 		code:   exitUnavailable,
 	}, {
+		name:   "method_not_allowed",
+		args:   []string{"add_super_stream", "ctl-ss"},
+		routes: []route{{method: "PUT", uri: "/api/stream/super-streams/%2F/ctl-ss", status: 405}},
+		want:   []sent{withBody("PUT", "/api/stream/super-streams/%2F/ctl-ss", `{"partitions":3}`)},
+		code:   exitDataErr,
+	}, {
 		name:   "response_not_json",
 		args:   []string{"list_queues"},
 		routes: fail(200, "<html>this is not the management API</html>"),
