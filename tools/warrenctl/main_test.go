@@ -12,12 +12,56 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the commands' output")
+
+// TestMain fails the run if a test leaves a goroutine of this package or an
+// HTTP client connection behind: run must close its transport's idle
+// connections, and a test must close its server.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if code == 0 {
+		if leaks := leakedGoroutines(); leaks != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaks)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines returns the stacks of suspect goroutines, giving exiting
+// goroutines a bounded number of chances to finish.
+func leakedGoroutines() string {
+	suspects := []string{"\nmain.", "net/http.(*persistConn)", "net/http.(*conn).serve"}
+	var leaks []string
+	for try := 0; try < 1000; try++ {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		leaks = leaks[:0]
+		for i, g := range strings.Split(string(buf), "\n\n") {
+			if i == 0 { // this goroutine
+				continue
+			}
+			for _, s := range suspects {
+				if strings.Contains(g, s) {
+					leaks = append(leaks, g)
+					break
+				}
+			}
+		}
+		if len(leaks) == 0 {
+			return ""
+		}
+		runtime.Gosched()
+	}
+	return strings.Join(leaks, "\n\n")
+}
 
 // route is one canned response of the fake management API.
 type route struct {
