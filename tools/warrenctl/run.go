@@ -126,47 +126,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	defer out.Flush()
 
 	p, err := parseArgs(args)
-	if err != nil {
-		out.Flush()
-		var ue *usageError
-		if errors.As(err, &ue) {
-			printUsageError(stderr, args, p.verb, ue.msg)
-			return exitUsage
-		}
-		fmt.Fprintf(stderr, "Error:\n%v\n", err)
-		return exitCodeOf(err)
-	}
-	if p.verb == nil {
-		if p.help || p.verbName == "help" {
+	if err == nil {
+		switch {
+		case p.verb == nil && (p.help || p.verbName == "help"):
 			printHelp(out, p.args)
 			return exitOK
+		case p.verb == nil:
+			printHelp(stderr, nil)
+			return exitUsage
+		case p.help:
+			printVerbHelp(out, p.verb)
+			return exitOK
 		}
-		out.Flush()
-		printHelp(stderr, nil)
-		return exitUsage
+		err = execute(ctx, p, out, env)
 	}
-	if p.help {
-		printVerbHelp(out, p.verb)
+	if err == nil {
 		return exitOK
 	}
+	out.Flush() // what the verb printed goes before the error
+	var ue *usageError
+	if errors.As(err, &ue) {
+		printUsageError(stderr, args, p.verb, ue.msg)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "Error:\n%v\n", err)
+	return exitCodeOf(err)
+}
 
-	getenv := env.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	setting := func(flag, envName, def string) string {
-		if v, ok := p.global[flag]; ok {
-			return v
-		}
-		if v := getenv(envName); v != "" {
-			return v
-		}
-		return def
-	}
-	user := setting("user", "WARRENCTL_USER", defaultUser)
-	if v, ok := p.global["username"]; ok {
-		user = v
-	}
+// execute runs a parsed command line's verb under the -t deadline.
+func execute(ctx context.Context, p parsed, out io.Writer, env Env) error {
 	c := &cmd{
 		verb:      p.verb,
 		args:      p.args,
@@ -185,33 +173,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	if v, ok := p.global["vhost"]; ok {
 		c.vhost = v
 	}
-	err = c.setup(p, setting("url", "WARRENCTL_URL", defaultURL), user,
-		setting("password", "WARRENCTL_PASSWORD", defaultPassword), env.Transport)
-	if err == nil {
-		tr := c.api.hc.Transport
-		if env.Transport == nil {
-			defer tr.(*http.Transport).CloseIdleConnections()
-		}
-		var cancel context.CancelFunc
-		c.ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		err = p.verb.run(c)
-		cancel()
+	rt := env.Transport
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		defer t.CloseIdleConnections()
+		rt = t
 	}
-	if err == nil {
-		return exitOK
+	if err := c.setup(p, env.Getenv, rt); err != nil {
+		return err
 	}
-	out.Flush()
-	var ue *usageError
-	if errors.As(err, &ue) {
-		printUsageError(stderr, args, p.verb, ue.msg)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "Error:\n%v\n", err)
-	return exitCodeOf(err)
+	var cancel context.CancelFunc
+	c.ctx, cancel = context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return p.verb.run(c)
 }
 
-// setup checks the global options and builds the HTTP client.
-func (c *cmd) setup(p parsed, base, user, password string, rt http.RoundTripper) error {
+// setup checks the global options and builds the HTTP client. An option
+// wins over its WARRENCTL_ variable, which wins over the default.
+func (c *cmd) setup(p parsed, getenv func(string) string, rt http.RoundTripper) error {
+	setting := func(name, envName, def string) string {
+		if v, ok := p.global[name]; ok {
+			return v
+		}
+		if getenv != nil {
+			if v := getenv(envName); v != "" {
+				return v
+			}
+		}
+		return def
+	}
+	base := setting("url", "WARRENCTL_URL", defaultURL)
+	user := setting("user", "WARRENCTL_USER", defaultUser)
+	if v, ok := p.global["username"]; ok {
+		user = v
+	}
+	password := setting("password", "WARRENCTL_PASSWORD", defaultPassword)
+
 	switch f := p.global["formatter"]; f {
 	case "", "table":
 	case "json":
@@ -229,9 +226,6 @@ func (c *cmd) setup(p parsed, base, user, password string, rt http.RoundTripper)
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usagef("invalid --url %q: want http://host:port or https://host:port", base)
-	}
-	if rt == nil {
-		rt = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	c.api = &client{
 		base:     strings.TrimRight(base, "/"),
