@@ -36,7 +36,7 @@
 //	list_bindings [-p VHOST] [COLUMN...]
 //	list_connections [COLUMN...]     (AMQP connections; stream ones are left out)
 //	list_channels [COLUMN...]
-//	list_consumers [-p VHOST] [COLUMN...]
+//	list_consumers [-p VHOST] [COLUMN...]   (stream subscriptions too, as the API lists them)
 //	purge_queue [-p VHOST] QUEUE
 //	delete_queue [-p VHOST] QUEUE [--if-empty|-e] [--if-unused|-u]
 //	close_connection CONNECTION_NAME REASON
