@@ -108,7 +108,7 @@ func (s *Server) superStreamObjs(q *request, vhost string) []obj {
 
 // putSuperStream creates a super stream: {"partitions": N} makes
 // partitions name-0 … name-(N-1) bound with keys "0" … "N-1";
-// {"binding_keys": "a,b"} makes name-a, name-b bound with a and b, as
+// {"binding-keys": "a,b"} (RabbitMQ 4.x's name; "binding_keys" too) makes name-a, name-b bound with a and b, as
 // rabbitmq-streams add_super_stream does. "arguments" take the stream
 // arguments (max-length-bytes, max-age, stream-max-segment-size-bytes,
 // queue-leader-locator, initial-cluster-size, with or without "x-").
@@ -119,11 +119,15 @@ func (s *Server) putSuperStream(q *request) error {
 	}
 	var body struct {
 		Partitions  json.Number    `json:"partitions"`
-		BindingKeys any            `json:"binding_keys"`
+		BindingKeys any            `json:"binding-keys"` // RabbitMQ 4.x's name
+		Keys        any            `json:"binding_keys"`
 		Arguments   map[string]any `json:"arguments"`
 	}
 	if err := q.decode(&body); err != nil {
 		return err
+	}
+	if body.BindingKeys == nil {
+		body.BindingKeys = body.Keys
 	}
 	name := q.Var("name")
 	var keys []string

@@ -24,7 +24,7 @@ func TestSuperStreamsThroughTheAPI(t *testing.T) {
 	tb := startBroker(t)
 	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/invoices", map[string]any{"partitions": 3, "arguments": map[string]any{"max-length-bytes": 1 << 20}}), 201)
 	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/invoices", map[string]any{"partitions": 3}), 400)
-	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/regions", map[string]any{"binding_keys": "eu,us"}), 201)
+	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/regions", map[string]any{"binding-keys": "eu,us"}), 201)
 	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/bad", map[string]any{}), 400)
 	want(t, tb.guest("PUT", "/api/stream/super-streams/%2F/bad", map[string]any{"partitions": 2, "binding_keys": "a"}), 400)
 
