@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"golang.org/x/sys/unix"
 )
 
 // Version is Warren's version as the API reports it.
@@ -144,13 +145,11 @@ func exchangeTypes() []obj {
 }
 
 func (s *Server) nodeObj() obj {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
 	fds := 0
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		fds = len(ents)
 	}
-	return obj{
+	o := obj{
 		"name":            s.cfg.Node,
 		"type":            "disc",
 		"running":         true,
@@ -158,7 +157,7 @@ func (s *Server) nodeObj() obj {
 		"uptime":          time.Since(s.start).Milliseconds(),
 		"os_pid":          strconv.Itoa(os.Getpid()),
 		"processors":      runtime.NumCPU(),
-		"mem_used":        ms.Sys,
+		"mem_used":        residentBytes(),
 		"mem_alarm":       false,
 		"disk_free_alarm": false,
 		"fd_used":         fds,
@@ -168,6 +167,33 @@ func (s *Server) nodeObj() obj {
 		"applications":    []obj{{"name": "warren", "description": "Warren message broker", "version": Version}},
 		"partitions":      []string{},
 	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		o["fd_total"] = rl.Cur
+	}
+	if s.cfg.DataDir != "" {
+		var st unix.Statfs_t
+		if unix.Statfs(s.cfg.DataDir, &st) == nil {
+			o["disk_free"] = st.Bavail * uint64(st.Bsize)
+		}
+	}
+	return o
+}
+
+// residentBytes is the process's resident memory (RabbitMQ's mem_used is
+// the VM's total), falling back to what the Go runtime holds.
+func residentBytes() uint64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return pages * uint64(os.Getpagesize())
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Sys
 }
 
 func (s *Server) portListener(q *request) error {

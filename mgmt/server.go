@@ -35,6 +35,9 @@ type Config struct {
 	// Listeners are the broker's listeners, for the overview and the
 	// port-listener health check.
 	Listeners []Listener
+	// DataDir is the broker's data directory, whose file system's free
+	// space the node object shows ("" : not shown).
+	DataDir string
 	// StatsInterval is how often rates are sampled (RabbitMQ's
 	// collect_statistics_interval; default 5 s).
 	StatsInterval time.Duration

@@ -192,6 +192,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
+			DataDir: cfg.DataDir,
 		}))
 		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
 	}

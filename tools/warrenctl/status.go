@@ -19,8 +19,8 @@ var statusVerb = &verb{
 
 // listenerPurpose is rabbitmqctl's description of a listener protocol.
 var listenerPurpose = map[string]string{
-	"amqp":       "AMQP 0-9-1 and AMQP 1.0",
-	"amqp/ssl":   "AMQP 0-9-1 and AMQP 1.0 over TLS",
+	"amqp":       "AMQP 0-9-1",
+	"amqp/ssl":   "AMQP 0-9-1 over TLS",
 	"clustering": "inter-node and CLI tool communication",
 	"http":       "HTTP API",
 	"https":      "HTTP API over TLS (HTTPS)",
