@@ -347,21 +347,31 @@ func (s *Server) ownerOf(vhost, name string) any {
 	return s
 }
 
+// readableQueue returns the classic or quorum queue of the path that the
+// user may read; a stream is a 400 saying what cannot be done to it.
+func (s *Server) readableQueue(q *request, v, streamReason string) (*queues.Queue, error) {
+	name := q.Var("name")
+	if err := q.checkPerm(v, queues.PermRead, name); err != nil {
+		return nil, err
+	}
+	qq, st := s.b.LookupDestination(v, name)
+	switch {
+	case st != nil:
+		return nil, errBadRequest(fmt.Sprintf(streamReason, name, v))
+	case qq == nil:
+		return nil, errNotFound()
+	}
+	return qq, nil
+}
+
 func (s *Server) purgeQueue(q *request) error {
 	v, err := q.vhost()
 	if err != nil {
 		return err
 	}
-	name := q.Var("name")
-	if err := q.checkPerm(v, queues.PermRead, name); err != nil {
+	qq, err := s.readableQueue(q, v, "purge not supported by queue '%s' in vhost '%s' of type stream")
+	if err != nil {
 		return err
-	}
-	qq, st := s.b.LookupDestination(v, name)
-	switch {
-	case st != nil:
-		return errBadRequest(fmt.Sprintf("purge not supported by queue '%s' in vhost '%s' of type stream", name, v))
-	case qq == nil:
-		return errNotFound()
 	}
 	if _, err := qq.Purge(); err != nil {
 		return badOr(err)
@@ -419,16 +429,9 @@ func (s *Server) getMessages(q *request) error {
 	default:
 		return errBadRequest(fmt.Sprintf("unknown encoding %q: auto or base64", body.Encoding))
 	}
-	name := q.Var("name")
-	if err := q.checkPerm(v, queues.PermRead, name); err != nil {
+	qq, err := s.readableQueue(q, v, "queue '%s' in vhost '%s' is a stream: read it with a consumer")
+	if err != nil {
 		return err
-	}
-	qq, st := s.b.LookupDestination(v, name)
-	switch {
-	case st != nil:
-		return errBadRequest(fmt.Sprintf("queue '%s' in vhost '%s' is a stream: read it with a consumer", name, v))
-	case qq == nil:
-		return errNotFound()
 	}
 	out := []obj{}
 	var ids []uint64

@@ -6,13 +6,13 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	"github.com/warren-mq/warren/internal/testutil"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -38,29 +38,7 @@ func TestMain(m *testing.M) {
 // leakedGoroutines returns the stacks of suspect goroutines, giving exiting
 // goroutines a bounded number of chances to finish.
 func leakedGoroutines() string {
-	suspects := []string{"\nmain.", "net/http.(*persistConn)", "net/http.(*conn).serve"}
-	var leaks []string
-	for try := 0; try < 1000; try++ {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		leaks = leaks[:0]
-		for i, g := range strings.Split(string(buf), "\n\n") {
-			if i == 0 { // this goroutine
-				continue
-			}
-			for _, s := range suspects {
-				if strings.Contains(g, s) {
-					leaks = append(leaks, g)
-					break
-				}
-			}
-		}
-		if len(leaks) == 0 {
-			return ""
-		}
-		runtime.Gosched()
-	}
-	return strings.Join(leaks, "\n\n")
+	return testutil.LeakedGoroutines("\nmain.", "net/http.(*persistConn)", "net/http.(*conn).serve")
 }
 
 // route is one canned response of the fake management API.
