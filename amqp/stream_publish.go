@@ -1,11 +1,20 @@
 package amqp
 
+import "github.com/warren-mq/warren/queues"
+
 // streamMessage is a message being published, as queues.Publish asks a
 // stream destination's format of it: converted to AMQP 1.0
 // (stream_convert.go).
 type streamMessage struct {
 	exchange, key string
 	props, body   []byte
+}
+
+// StreamMessage returns the stream form of an AMQP 0-9-1 message
+// published to exchange with routing key key, for publishers other than
+// a channel (the management API's publish).
+func StreamMessage(exchange, key string, props, body []byte) queues.StreamEncoder {
+	return &streamMessage{exchange: exchange, key: key, props: props, body: body}
 }
 
 // AppendStreamMessage implements queues.StreamEncoder.

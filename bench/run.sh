@@ -124,8 +124,12 @@ start_warren() { # start_warren TARGET [keep]: a fresh data dir unless keep
 	for a in $amqp $stream; do
 		! port_open "$a" || { log "$a is already in use (another broker?): set WARREN_BENCH_AMQP/WARREN_BENCH_STREAM"; exit 1; }
 	done
+	# The management API stays off: two Warrens run side by side, and a
+	# baseline from before it has no -http-listen flag.
+	local http=()
+	if "$OUT/bin/$t" -h 2>&1 | grep -q -- -http-listen; then http=(-http-listen ""); fi
 	"$OUT/bin/$t" -data-dir "$OUT/$t-data" -amqp-listen $amqp -stream-listen $stream \
-		-stream-advertise $stream -log-level warn >>"$OUT/$t.log" 2>&1 &
+		-stream-advertise $stream -log-level warn "${http[@]}" >>"$OUT/$t.log" 2>&1 &
 	WARREN_PID[$t]=$!
 	wait_port $stream && kill -0 ${WARREN_PID[$t]} 2>/dev/null || { tail "$OUT/$t.log" >&2; log "$t did not start"; exit 1; }
 }

@@ -31,8 +31,8 @@ func TestWriteExportForRabbitMQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := b.PutVHost(queues.VHost{Name: "defs-w", Description: "made by Warren", Tags: []string{"w1", "w2"},
-		DefaultQueueType: "quorum", Limits: map[string]int64{"max-queues": 9}})
+	defsW := queues.VHost{Name: "defs-w", Description: "made by Warren", Tags: []string{"w1", "w2"}, Limits: map[string]int64{"max-queues": 9}}
+	_, err := b.PutVHost(defsW)
 	must(err)
 	must(b.AddUser("defs-zed", "zed-secret", "management"))
 	must(b.PutUser(queues.User{Name: "defs-lim", Tags: []string{}, Limits: map[string]int64{"max-connections": 2}}))
@@ -46,7 +46,11 @@ func TestWriteExportForRabbitMQ(t *testing.T) {
 	}
 	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-classic", Durable: true,
 		Args: map[string]any{"x-queue-type": "classic", "x-message-ttl": int32(1500), "x-max-length": int8(3)}})
-	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-untyped", Durable: true})
+	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-untyped", Durable: true}) // classic, before the vhost's default
+	defsW.DefaultQueueType = "quorum"
+	_, err = b.PutVHost(defsW)
+	must(err)
+	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-by-default", Durable: true}) // quorum
 	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-quorum", Durable: true, Args: map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(4)}})
 	decl(queues.QueueDef{VHost: "defs-w", Name: "defs-w-autodel", AutoDelete: true})
 	must(b.DeclareExchange(queues.ExchangeDef{VHost: "defs-w", Name: "defs-w-headers", Type: queues.ExchangeHeaders, Durable: true,

@@ -10,7 +10,7 @@ import (
 )
 
 // populate adds to b what the fixture lacks: a vhost with metadata and a
-// default queue type, a user with a password given in clear, a global
+// default queue type (and a classic queue declared before it had one), a user with a password given in clear, a global
 // cluster_name, typed and float arguments, a consistent-hash exchange, a
 // super stream made by the stream protocol's manager, and an exclusive
 // queue with a binding (neither exported).
@@ -22,8 +22,8 @@ func populate(t *testing.T, b *queues.Broker) {
 			t.Fatal(err)
 		}
 	}
-	_, err := b.PutVHost(queues.VHost{Name: "meta", Description: "with metadata", Tags: []string{"t1", "t2"},
-		DefaultQueueType: "quorum", Limits: map[string]int64{"max-queues": 9}})
+	meta := queues.VHost{Name: "meta", Description: "with metadata", Tags: []string{"t1", "t2"}, Limits: map[string]int64{"max-queues": 9}}
+	_, err := b.PutVHost(meta)
 	must(err)
 	must(b.AddUser("zed", "zed-pw", "management"))
 	must(b.SetPermissions("zed", "meta", queues.Permissions{Configure: "^zed", Write: ".*", Read: ""}))
@@ -36,7 +36,11 @@ func populate(t *testing.T, b *queues.Broker) {
 	}
 	decl(queues.QueueDef{VHost: "meta", Name: "q-classic", Durable: true, Args: map[string]any{"x-queue-type": "classic", "x-message-ttl": int32(1500)}}, nil)
 	decl(queues.QueueDef{VHost: "meta", Name: "q-quorum", Durable: true, Args: map[string]any{"x-queue-type": "quorum"}}, nil)
-	decl(queues.QueueDef{VHost: "meta", Name: "q-untyped", Durable: true}, nil) // classic in a quorum-default vhost
+	decl(queues.QueueDef{VHost: "meta", Name: "q-untyped", Durable: true}, nil) // classic, before the vhost's default
+	meta.DefaultQueueType = "quorum"
+	_, err = b.PutVHost(meta)
+	must(err)
+	decl(queues.QueueDef{VHost: "meta", Name: "q-by-default", Durable: true}, nil) // quorum, by the vhost's default
 	decl(queues.QueueDef{VHost: "meta", Name: "q-excl", Exclusive: true}, new(int))
 	must(b.DeclareExchange(queues.ExchangeDef{VHost: "meta", Name: "x-hash", Type: queues.ExchangeConsistentHash, Durable: true,
 		Args: map[string]any{"hash-header": "h"}}))
@@ -78,9 +82,11 @@ func TestExportImportExport(t *testing.T) {
 	if _, err := other.Authenticate("zed", "zed-pw", nil); err != nil {
 		t.Errorf("zed after the round trip: %v", err)
 	}
-	q, err := other.Queue("meta", "q-untyped")
-	if err != nil || q.Def().Type != queues.QueueClassic {
-		t.Errorf("q-untyped after the round trip: %v %v; want it classic despite the vhost's default", q, err)
+	if q, err := other.Queue("meta", "q-untyped"); err != nil || q.Def().Type != queues.QueueClassic {
+		t.Errorf("q-untyped after the round trip: %v; want it classic despite the vhost's default", err)
+	}
+	if q, err := other.Queue("meta", "q-by-default"); err != nil || q.Def().Type != queues.QueueQuorum {
+		t.Errorf("q-by-default after the round trip: %v; want it quorum", err)
 	}
 	parts, err := superstream.NewManager(other).Partitions("guest", "/", "orders")
 	if err != nil || strings.Join(parts, ",") != "orders-0,orders-1" {

@@ -180,3 +180,54 @@ func TestUserAndVHostLimits(t *testing.T) {
 		t.Fatalf("vhost limits not cleared: %+v", v.Limits)
 	}
 }
+
+func TestBootstrapUserNeedsAPassword(t *testing.T) {
+	if _, err := Open(t.TempDir(), Options{Bootstrap: Bootstrap{User: "admin"}}); err == nil {
+		t.Fatal("a default user without a password was made")
+	}
+}
+
+func TestVHostDefaultQueueType(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	if _, err := b.PutVHost(VHost{Name: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	declare := func(name string, durable, exclusive bool, args map[string]any) (*Queue, error) {
+		q, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "v", Name: name, Durable: durable, Exclusive: exclusive, Args: args}, Owner: b})
+		return q, err
+	}
+	if q, err := declare("old", true, false, nil); err != nil || q.Def().Type != QueueClassic {
+		t.Fatalf("before a default: %v", err)
+	}
+	if _, err := b.PutVHost(VHost{Name: "v", DefaultQueueType: QueueQuorum}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := declare("new", true, false, nil)
+	if err != nil || q.Def().Type != QueueQuorum {
+		t.Fatalf("durable queue without a type: %+v %v", q, err)
+	}
+	if _, err := declare("new", true, false, nil); err != nil {
+		t.Fatalf("redeclare without a type: %v", err)
+	}
+	if _, err := declare("old", true, false, nil); err != nil {
+		t.Fatalf("a classic queue from before the default: %v", err)
+	}
+	if q, err := declare("excl", true, true, nil); err != nil || q.Def().Type != QueueClassic {
+		t.Fatalf("exclusive queue: %v", err)
+	}
+	if q, err := declare("transient", false, false, nil); err != nil || q.Def().Type != QueueClassic {
+		t.Fatalf("transient queue: %v", err)
+	}
+	if q, err := declare("explicit", true, false, map[string]any{"x-queue-type": "classic"}); err != nil || q.Def().Type != QueueClassic {
+		t.Fatalf("explicit classic: %v", err)
+	}
+	if _, err := b.PutVHost(VHost{Name: "v", DefaultQueueType: QueueStream}); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := declare("s", true, false, nil); err != nil || q != nil {
+		t.Fatalf("stream default: %v %v", q, err)
+	}
+	if _, ok := b.LookupStream("v", "s"); !ok {
+		t.Fatal("no stream made by the default type")
+	}
+}

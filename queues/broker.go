@@ -165,6 +165,11 @@ func (b *Broker) bootstrap() error {
 		return nil
 	}
 	id := b.opts.Bootstrap.withDefaults()
+	if id.Password == "" {
+		// RabbitMQ would make the user with the password "guest": a
+		// trap. Refuse instead.
+		return fmt.Errorf("queues: default user %q needs a password", id.User)
+	}
 	if err := b.AddVHost(id.VHost); err != nil {
 		return err
 	}

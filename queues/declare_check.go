@@ -19,7 +19,8 @@ import (
 // stream of that name, exists and the equivalence error (405 for another
 // connection's exclusive queue) for one that is not, and otherwise the
 // refusal of a new queue's name or arguments, if any. A stream is a
-// queue with x-queue-type stream. The vhost need not exist (an import
+// queue with x-queue-type stream; a declare without one gets the vhost's
+// default queue type as DeclareQueue gives it. The vhost need not exist (an import
 // creates it first): then only the declaration itself is checked.
 func (b *Broker) CheckQueueDeclare(def QueueDef) (exists bool, err error) {
 	def.Exclusive = false
@@ -30,6 +31,7 @@ func (b *Broker) CheckQueueDeclare(def QueueDef) (exists bool, err error) {
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	defer reg.opMu.Unlock()
+	def.Args = b.withDefaultQueueType(reg, def)
 	if _, ok := b.LookupStream(def.VHost, def.Name); ok {
 		return true, b.checkStreamEquivalence(DeclareOptions{Def: def}, def)
 	}

@@ -49,6 +49,22 @@ func TestCheckQueueDeclareAgreesWithDeclare(t *testing.T) {
 				i, tc.def.Name, tc.def.Args, exists, checkErr, declErr, tc.exists)
 		}
 	}
+	// A vhost's default queue type.
+	if _, err := b.PutVHost(VHost{Name: "qv", DefaultQueueType: QueueQuorum}); err != nil {
+		t.Fatal(err)
+	}
+	for i, def := range []QueueDef{
+		{VHost: "qv", Name: "dq", Durable: true, Args: map[string]any{"x-max-priority": int64(1)}}, // a classic argument
+		{VHost: "qv", Name: "dq", Durable: true},
+		{VHost: "qv", Name: "dq", Durable: true},
+		{VHost: "qv", Name: "dq", Durable: true, Args: map[string]any{"x-queue-type": "classic"}},
+	} {
+		_, checkErr := b.CheckQueueDeclare(def)
+		_, _, _, declErr := b.DeclareQueue(DeclareOptions{Def: def})
+		if fmt.Sprint(checkErr) != fmt.Sprint(declErr) {
+			t.Errorf("default type %d: CheckQueueDeclare = %v; DeclareQueue = %v", i, checkErr, declErr)
+		}
+	}
 	if _, err := b.CheckQueueDeclare(QueueDef{VHost: "new-vhost", Name: "q", Durable: true}); err != nil {
 		t.Errorf("a queue of a vhost to be created: %v", err)
 	}

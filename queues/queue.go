@@ -134,6 +134,8 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	}
 	reg.opMu.Lock()
 	defer reg.opMu.Unlock()
+	def.Args = b.withDefaultQueueType(reg, def)
+	quorumDef.Args = def.Args
 	if handled, m, err := b.declareStreamLocked(o, def); handled {
 		return nil, m, 0, err // a stream: q is nil (stream_queue.go)
 	}
@@ -232,6 +234,35 @@ func (r *queueRegistry) queueLogConfig(durable bool) osiris.Config {
 // queueLogOptions are the run-time options of queue logs: the broker's,
 // without the retention timer (queues truncate themselves) and with
 // smaller chunks.
+// withDefaultQueueType returns def's arguments with the vhost's default
+// queue type added, as RabbitMQ's augment_declare_args does: only when
+// the declare names no x-queue-type and the queue is one the type can be
+// (durable, not exclusive, not auto-delete). A queue that exists keeps
+// its type: the default is added only when it is that type already, so a
+// classic queue made before the vhost got a default still redeclares.
+// REQUIRES: reg.opMu held.
+func (b *Broker) withDefaultQueueType(reg *queueRegistry, def QueueDef) map[string]any {
+	if _, ok := def.Args["x-queue-type"]; ok || !def.Durable || def.Exclusive || def.AutoDelete {
+		return def.Args
+	}
+	v, err := b.GetVHost(def.VHost)
+	if err != nil || v.DefaultQueueType == "" || v.DefaultQueueType == QueueClassic {
+		return def.Args
+	}
+	if q := reg.get(def.VHost, def.Name); q != nil && q.Def().Type != v.DefaultQueueType {
+		return def.Args
+	}
+	if _, ok := b.LookupStream(def.VHost, def.Name); ok && v.DefaultQueueType != QueueStream {
+		return def.Args
+	}
+	args := make(map[string]any, len(def.Args)+1)
+	for k, val := range def.Args {
+		args[k] = val
+	}
+	args["x-queue-type"] = v.DefaultQueueType
+	return args
+}
+
 func (b *Broker) queueLogOptions() osiris.Options {
 	o := b.opts.StreamOptions
 	o.RetentionInterval = -1

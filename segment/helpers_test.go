@@ -3,10 +3,9 @@ package segment
 import (
 	"bytes"
 	"fmt"
+	"github.com/warren-mq/warren/internal/testutil"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 )
 
@@ -28,29 +27,7 @@ func TestMain(m *testing.M) {
 // package or its codecs, giving exiting goroutines a bounded number of
 // chances to finish.
 func leakedGoroutines() string {
-	suspects := []string{"warren/segment.", "klauspost/compress", "pierrec/lz4"}
-	var leaks []string
-	for try := 0; try < 1000; try++ {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		leaks = leaks[:0]
-		for i, g := range strings.Split(string(buf), "\n\n") {
-			if i == 0 { // this goroutine
-				continue
-			}
-			for _, s := range suspects {
-				if strings.Contains(g, s) {
-					leaks = append(leaks, g)
-					break
-				}
-			}
-		}
-		if len(leaks) == 0 {
-			return ""
-		}
-		runtime.Gosched()
-	}
-	return strings.Join(leaks, "\n\n")
+	return testutil.LeakedGoroutines("warren/segment.", "klauspost/compress", "pierrec/lz4")
 }
 
 // testEntry is one entry of a test chunk and the records it holds.

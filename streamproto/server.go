@@ -44,6 +44,9 @@ type Config struct {
 	// HandshakeTimeout bounds each step before the connection is open;
 	// zero means 30 seconds.
 	HandshakeTimeout time.Duration
+	// SuperStreams is the broker's super stream manager, shared with the
+	// management API (nil: the server makes its own).
+	SuperStreams *superstream.Manager
 }
 
 // NewServer returns a server for cfg.
@@ -57,7 +60,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		broker:        cfg.Broker,
-		super:         superstream.NewManager(cfg.Broker),
+		super:         cfg.SuperStreams,
 		log:           cfg.Logger,
 		advertiseHost: host,
 		advertisePort: port,
@@ -67,6 +70,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.super == nil {
+		s.super = superstream.NewManager(cfg.Broker)
 	}
 	if s.frameMax == 0 {
 		s.frameMax = DefaultFrameMax
@@ -92,6 +98,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	return err
 }
+
+// ConsumerGroups lists the single-active-consumer groups of the server's
+// connections.
+func (s *Server) ConsumerGroups() []superstream.GroupInfo { return s.sac.Groups() }
 
 // Close stops the listeners, closes every connection and waits for their
 // goroutines.

@@ -289,6 +289,7 @@ type GroupInfo struct {
 type MemberInfo struct {
 	ID    uint8
 	State string
+	Owner any // the owner given to NewMember (its connection)
 }
 
 // Groups returns every group with its members in registration order.
@@ -299,7 +300,7 @@ func (co *Coordinator) Groups() []GroupInfo {
 	for _, g := range co.mu.groups {
 		gi := GroupInfo{Key: g.key, SuperStream: g.superStream, Partition: g.partition}
 		for _, m := range g.members {
-			gi.Members = append(gi.Members, MemberInfo{ID: m.id, State: m.state.String()})
+			gi.Members = append(gi.Members, MemberInfo{ID: m.id, State: m.state.String(), Owner: m.owner})
 		}
 		out = append(out, gi)
 	}

@@ -33,6 +33,8 @@ var rank = []struct {
 	{"definitions", 6}, // beside superstream: neither imports the other
 	{"amqp", 7},
 	{"streamproto", 7},    // beside amqp: neither imports the other
+	{"mgmt", 8},           // the management API: above the front ends it reports on
+	{"mgmt/mgmttest", 9},  // a whole Warren for tests of the API's clients
 	{"bench/leanamqp", 8}, // clients light enough not to set the pace
 	{"bench/leanstream", 8},
 	{"bench/perf", 9},

@@ -71,6 +71,7 @@ func TestKillChild(t *testing.T) {
 	cfg.DataDir = dir
 	cfg.AMQPListen = "127.0.0.1:0"
 	cfg.StreamListen = ""
+	cfg.HTTPListen = ""
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ready := make(chan readyAddrs, 1)
 	go func() {

@@ -1,20 +1,32 @@
 // Command warren is the Warren broker daemon.
 //
-//	go run ./tools/warren [-data-dir warren-data] [-amqp-listen :5672]
-//	                      [-stream-listen :5552] [-stream-advertise localhost:5552]
-//	                      [-config warren.json]
+//	go run ./tools/warren [-config warren.conf] [-data-dir warren-data]
+//	                      [-amqp-listen :5672] [-stream-listen :5552]
+//	                      [-stream-advertise localhost:5552] [-http-listen :15672]
+//	                      [-log-level info] [-debug-listen 127.0.0.1:6060]
 //
 // It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
-// 5552); an empty listen address turns that protocol off. A data directory is used by one broker at a time (a lock file says so).
-// SIGINT and SIGTERM shut down cleanly: stop accepting, close connections,
-// flush the stream writers, close the files.
+// 5552); an empty listen address turns that protocol off. A data
+// directory is used by one broker at a time (a lock file says so).
+// SIGINT and SIGTERM shut down cleanly: stop accepting, close
+// connections, flush the stream writers, close the files.
+//
+// -config names a file in RabbitMQ's rabbitmq.conf syntax (key = value,
+// # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
+// stream.*, heartbeat, frame_max, channel_max, default_user and the
+// other default_* keys, loopback_users, management.tcp.*,
+// load_definitions, log.console.*) and warren.* keys for what only
+// Warren has (warren.data_dir, warren.retention_interval,
+// warren.debug_listen); warren.conf.example lists them all. A key of
+// RabbitMQ's that Warren does not act on, an unknown key or a malformed
+// value stops the start with an error naming the line. Flags given
+// explicitly win over the file.
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,49 +37,13 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
+	"github.com/warren-mq/warren/superstream"
 	"golang.org/x/sys/unix"
 )
-
-// Config is the daemon's configuration: flags, or a JSON file given with
-// -config (flags given explicitly win over the file).
-type Config struct {
-	DataDir         string `json:"data_dir"`
-	AMQPListen      string `json:"amqp_listen"`
-	StreamListen    string `json:"stream_listen"`
-	StreamAdvertise string `json:"stream_advertise"` // default localhost:<stream port>
-	// FrameMax and Heartbeat (seconds) are offered to stream clients.
-	FrameMax  uint32 `json:"frame_max"`
-	Heartbeat uint32 `json:"heartbeat"`
-	// AMQPFrameMax, AMQPChannelMax and AMQPHeartbeat (seconds) are offered
-	// in connection.tune; 0 means RabbitMQ's defaults (131072, 2047, 60).
-	AMQPFrameMax   uint32 `json:"amqp_frame_max"`
-	AMQPChannelMax uint16 `json:"amqp_channel_max"`
-	AMQPHeartbeat  uint16 `json:"amqp_heartbeat"`
-	// DenyTransientNonExclusive refuses durable=false exclusive=false
-	// queues as RabbitMQ 4.3 does (off: the ≤4.2 behaviour).
-	DenyTransientNonExclusive bool `json:"deny_transient_nonexclusive_queues"`
-	// RetentionInterval is how often stream retention runs besides on
-	// segment roll (a Go duration such as "1m").
-	RetentionInterval string `json:"retention_interval"`
-	LogLevel          string `json:"log_level"` // debug, info, warn, error
-	// DebugListen, when set, serves Go's runtime profiles
-	// (/debug/pprof/...) over HTTP on that address. Off by default; bind
-	// it to loopback: profiles reveal internals and cost CPU while taken.
-	DebugListen string `json:"debug_listen"`
-}
-
-func defaults() Config {
-	return Config{
-		DataDir:           "warren-data",
-		AMQPListen:        ":5672",
-		StreamListen:      ":5552",
-		RetentionInterval: "1m",
-		LogLevel:          "info",
-	}
-}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -75,59 +51,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		fmt.Fprintln(os.Stderr, "log level:", err)
+	logger, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, logger, nil); err != nil {
+		if !logger.Enabled(ctx, slog.LevelError) { // logging is off; still say why
+			fmt.Fprintln(os.Stderr, "warren:", err)
+		}
 		logger.Error("warren", "err", err)
 		os.Exit(1)
 	}
-}
-
-// bindFlags registers the flags onto cfg.
-func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
-	configFile := fs.String("config", "", "JSON configuration file (flags given explicitly override it)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all broker data")
-	fs.StringVar(&cfg.AMQPListen, "amqp-listen", cfg.AMQPListen, "AMQP 0-9-1 listen address (empty: off)")
-	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address (empty: off)")
-	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>)")
-	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
-	return configFile
-}
-
-// parseFlags reads the flags and, with -config, the file under them.
-func parseFlags(args []string) (Config, error) {
-	cfg := defaults()
-	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
-	configFile := bindFlags(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	if *configFile == "" {
-		return cfg, nil
-	}
-	b, err := os.ReadFile(*configFile)
-	if err != nil {
-		return cfg, err
-	}
-	fileCfg := defaults()
-	if err := json.Unmarshal(b, &fileCfg); err != nil {
-		return cfg, fmt.Errorf("config %s: %w", *configFile, err)
-	}
-	// Parse again onto the file's values: only flags given explicitly
-	// change them.
-	fs = flag.NewFlagSet("warren", flag.ContinueOnError)
-	bindFlags(fs, &fileCfg)
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	return fileCfg, nil
 }
 
 // lockDataDir takes an exclusive lock on dataDir/LOCK, held until the
@@ -156,7 +93,7 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // readyAddrs are the bound listen addresses (nil for a protocol that is
 // off).
 type readyAddrs struct {
-	Stream, AMQP net.Addr
+	Stream, AMQP, HTTP net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
@@ -169,11 +106,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	defer lock.Close()
 	retention, err := time.ParseDuration(cfg.RetentionInterval)
 	if err != nil {
-		return fmt.Errorf("retention_interval: %w", err)
+		return fmt.Errorf("retention interval: %w", err)
 	}
 	broker, err := queues.Open(cfg.DataDir, queues.Options{
 		Logger:        logger,
 		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger},
+		LoopbackUsers: cfg.LoopbackUsers,
+		Bootstrap:     cfg.Bootstrap,
 	})
 	if err != nil {
 		return err
@@ -195,6 +134,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 	}
 	var addrs readyAddrs
+	super := superstream.NewManager(broker)
+	var consumerGroups func() []superstream.GroupInfo
+	var mgmtListeners []mgmt.Listener
 	if cfg.StreamListen != "" {
 		ln, err := net.Listen("tcp", cfg.StreamListen)
 		if err != nil {
@@ -202,19 +144,22 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		listeners = append(listeners, ln)
 		addrs.Stream = ln.Addr()
-		advertise := cfg.StreamAdvertise
-		if advertise == "" {
-			_, port, _ := net.SplitHostPort(ln.Addr().String())
-			advertise = net.JoinHostPort("localhost", port)
+		advertise, err := advertiseAddr(cfg.StreamAdvertise, ln.Addr())
+		if err != nil {
+			closeAll()
+			return err
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
+			SuperStreams: super,
 		})
 		if err != nil {
 			closeAll()
 			return err
 		}
 		servers = append(servers, srv)
+		consumerGroups = srv.ConsumerGroups
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
 		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
 	}
 	if cfg.AMQPListen != "" {
@@ -229,16 +174,33 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
 		}))
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
 	}
 	if len(servers) == 0 {
-		return errors.New("nothing to serve: both amqp_listen and stream_listen are empty")
+		closeAll()
+		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
+	}
+	if cfg.HTTPListen != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("management listener: %w", err)
+		}
+		listeners = append(listeners, ln)
+		addrs.HTTP = ln.Addr()
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+		servers = append(servers, mgmt.New(mgmt.Config{
+			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
+			DataDir: cfg.DataDir,
+		}))
+		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("debug_listen: %w", err)
+			return fmt.Errorf("debug listener: %w", err)
 		}
 		defer serveDebug(ln, logger)()
 	}
@@ -264,4 +226,21 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	}
 	logger.Info("warren stopped")
 	return nil
+}
+
+// advertiseAddr is the host:port stream clients are told to connect to:
+// advertise (Config.StreamAdvertise) with an empty host taken as
+// localhost and an empty port as the port of ln.
+func advertiseAddr(advertise string, ln net.Addr) (string, error) {
+	host, port := "", ""
+	if advertise != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(advertise); err != nil {
+			return "", fmt.Errorf("stream advertise address: %w", err)
+		}
+	}
+	if port == "" {
+		_, port, _ = net.SplitHostPort(ln.String())
+	}
+	return net.JoinHostPort(cmp.Or(host, "localhost"), port), nil
 }

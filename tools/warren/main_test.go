@@ -2,13 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warren-mq/warren/queues"
 )
 
 // Ensure the daemon serves on its listener, refuses a second start on the
@@ -19,6 +28,7 @@ func TestRunLockAndShutdown(t *testing.T) {
 	cfg.DataDir = dir
 	cfg.StreamListen = "127.0.0.1:0"
 	cfg.AMQPListen = "127.0.0.1:0"
+	cfg.HTTPListen = "127.0.0.1:0"
 	logger := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan readyAddrs, 1)
@@ -39,8 +49,27 @@ func TestRunLockAndShutdown(t *testing.T) {
 		}
 		c.Close()
 	}
+	// The management API lists the daemon's three listeners.
+	req, _ := http.NewRequest("GET", "http://"+addrs.HTTP.String()+"/api/overview", nil)
+	req.SetBasicAuth("guest", "guest")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overview struct {
+		Listeners []struct {
+			Protocol string `json:"protocol"`
+			Port     int    `json:"port"`
+		} `json:"listeners"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&overview)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 || len(overview.Listeners) != 3 || overview.Listeners[2].Protocol != "http" ||
+		overview.Listeners[2].Port != addrs.HTTP.(*net.TCPAddr).Port {
+		t.Fatalf("overview: %d %+v %v", res.StatusCode, overview, err)
+	}
 
-	err := run(context.Background(), cfg, logger, nil)
+	err = run(context.Background(), cfg, logger, nil)
 	if err == nil || !strings.Contains(err.Error(), "in use by another Warren") {
 		t.Fatalf("second run on the same data dir: %v", err)
 	}
@@ -58,22 +87,187 @@ func TestRunLockAndShutdown(t *testing.T) {
 	}
 }
 
-// Ensure a config file supplies values and explicit flags override it.
+// Ensure a configuration file supplies values and explicit flags
+// override it, an explicitly empty flag included.
 func TestParseFlagsConfigFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "warren.json")
-	os.WriteFile(path, []byte(`{"data_dir":"/from/file","stream_listen":":6000","heartbeat":5}`), 0o644)
-	cfg, err := parseFlags([]string{"-config", path, "-stream-listen", ":7000"})
+	path := filepath.Join(t.TempDir(), "warren.conf")
+	conf := "warren.data_dir = /from/file\nstream.listeners.tcp.default = 6000\nstream.heartbeat = 5\nmanagement.tcp.port = 15999\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{"-config", path, "-stream-listen", ":7000", "-http-listen", ""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DataDir != "/from/file" || cfg.StreamListen != ":7000" || cfg.Heartbeat != 5 || cfg.AMQPListen != ":5672" {
+	if cfg.DataDir != "/from/file" || cfg.StreamListen != ":7000" || cfg.Heartbeat != 5 || cfg.AMQPListen != ":5672" || cfg.HTTPListen != "" {
 		t.Fatalf("config %+v", cfg)
 	}
+	cfg, err = parseFlags([]string{"-config", path})
+	if err != nil || cfg.StreamListen != ":6000" || cfg.HTTPListen != ":15999" {
+		t.Fatalf("file alone: %+v %v", cfg, err)
+	}
 	cfg, err = parseFlags(nil)
-	if err != nil || cfg.DataDir != "warren-data" || cfg.StreamListen != ":5552" {
+	if err != nil || cfg.DataDir != "warren-data" || cfg.StreamListen != ":5552" || cfg.HTTPListen != ":15672" {
 		t.Fatalf("defaults %+v %v", cfg, err)
 	}
 	if _, err := parseFlags([]string{"-config", "/does/not/exist"}); err == nil {
 		t.Fatal("missing config file accepted")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.conf")
+	os.WriteFile(bad, []byte("heartbeat = 5\nfoo.bar = 1\n"), 0o644)
+	if _, err := parseFlags([]string{"-config", bad}); err == nil || err.Error() != bad+`:2: unknown key "foo.bar"` {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// Ensure the identity a configuration file sets is what a new data
+// directory gets: its user connects with amqp091-go to its vhost, with a
+// password that has a #, and guest does not exist.
+func TestRunConfigIdentity(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "warren.conf")
+	conf := `
+default_user = alice
+default_pass = 's3cret#1'
+default_vhost = prod
+default_user_tags.monitoring = true
+loopback_users = none
+`
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	cfg, err := parseFlags([]string{"-config", path, "-data-dir", dataDir,
+		"-amqp-listen", "127.0.0.1:0", "-stream-listen", "", "-http-listen", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan readyAddrs, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, cfg, logger, ready) }()
+	var addrs readyAddrs
+	select {
+	case addrs = <-ready:
+	case err := <-errc:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	uri := func(user, pass, vhost string) string {
+		u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: addrs.AMQP.String(), Path: "/" + vhost}
+		return u.String()
+	}
+
+	conn, err := amqp091.Dial(uri("alice", "s3cret#1", "prod"))
+	if err != nil {
+		t.Fatalf("alice to prod: %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("conf-test", true, false, false, false, nil)
+	if err != nil || q.Name != "conf-test" {
+		t.Fatalf("declare as alice in prod: %v", err)
+	}
+	conn.Close()
+
+	for _, c := range []struct{ user, pass, vhost string }{
+		{"guest", "guest", ""}, {"guest", "guest", "prod"}, {"alice", "wrong", "prod"},
+	} {
+		conn, err := amqp091.Dial(uri(c.user, c.pass, c.vhost))
+		if err == nil {
+			conn.Close()
+			t.Fatalf("%s/%s to vhost %q: connected", c.user, c.pass, c.vhost)
+		}
+		var aerr *amqp091.Error
+		if !errors.Is(err, amqp091.ErrCredentials) && !(errors.As(err, &aerr) && aerr.Code == amqp091.AccessRefused) {
+			t.Fatalf("%s/%s: %v, want access refused", c.user, c.pass, err)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	// The catalog as the file left it: alice with her tag, vhost prod
+	// and no other, no guest.
+	b, err := queues.Open(dataDir, queues.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Authenticate("guest", "guest", nil); !errors.Is(err, queues.ErrAuthFailed) {
+		t.Fatalf("guest: %v, want ErrAuthFailed", err)
+	}
+	if b.VHostExists("/") || !b.VHostExists("prod") {
+		t.Fatal("vhosts: want prod and not /")
+	}
+	u, err := b.Authenticate("alice", "s3cret#1", nil)
+	if err != nil || !reflect.DeepEqual(u.Tags, []string{"monitoring"}) {
+		t.Fatalf("alice: %+v, %v", u, err)
+	}
+}
+
+// Ensure loopback_users reaches the broker: a user the file restricts
+// connects over loopback and is refused over another address of this
+// machine (the test is skipped when it has none).
+func TestRunConfigLoopbackUsers(t *testing.T) {
+	var other net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && n.IP.IsGlobalUnicast() {
+			other = n.IP
+			break
+		}
+	}
+	if other == nil {
+		t.Skip("no non-loopback IPv4 address")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "warren.conf")
+	conf := "default_user = alice\ndefault_pass = pw\nloopback_users.alice = true\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{"-config", path, "-data-dir", filepath.Join(dir, "data"),
+		"-amqp-listen", ":0", "-stream-listen", "", "-http-listen", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan readyAddrs, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, cfg, slog.New(slog.DiscardHandler), ready) }()
+	var port string
+	select {
+	case a := <-ready:
+		_, port, _ = net.SplitHostPort(a.AMQP.String())
+	case err := <-errc:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	for _, host := range []string{"127.0.0.1", other.String()} {
+		conn, err := amqp091.Dial("amqp://alice:pw@" + net.JoinHostPort(host, port) + "/")
+		if host == "127.0.0.1" {
+			if err != nil {
+				t.Fatalf("alice over loopback: %v", err)
+			}
+			conn.Close()
+			continue
+		}
+		if err == nil {
+			conn.Close()
+			t.Fatalf("alice from %s: connected, want refused (loopback_users.alice = true)", host)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

@@ -1,0 +1,258 @@
+package mgmt
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warren-mq/warren/queues"
+	"golang.org/x/sys/unix"
+)
+
+// Version is Warren's version as the API reports it.
+var Version = "0.1.0"
+
+// managementVersion is the RabbitMQ management API version Warren's API
+// follows (clients check it for features).
+const managementVersion = "3.13.0"
+
+func (s *Server) registerOverview() {
+	s.handle("GET", "/api/overview", accessManagement, s.overview)
+	s.handle("GET", "/api/cluster-name", accessManagement, func(q *request) error {
+		return q.reply(obj{"name": s.cfg.Node})
+	})
+	s.handle("GET", "/api/nodes", accessMonitoring, func(q *request) error {
+		return q.list([]obj{s.nodeObj()})
+	})
+	s.handle("GET", "/api/nodes/{node}", accessMonitoring, func(q *request) error {
+		if q.Var("node") != s.cfg.Node {
+			return errNotFound()
+		}
+		return q.reply(s.nodeObj())
+	})
+	s.handle("GET", "/api/extensions", accessManagement, func(q *request) error { return q.reply([]obj{}) })
+
+	ok := func(q *request) error { return q.reply(obj{"status": "ok"}) }
+	// Warren has no resource alarms yet: the checks pass.
+	s.handle("GET", "/api/health/checks/alarms", accessManagement, ok)
+	s.handle("GET", "/api/health/checks/local-alarms", accessManagement, ok)
+	s.handle("GET", "/api/health/checks/node-is-quorum-critical", accessManagement, ok)
+	s.handle("GET", "/api/health/checks/node-is-mirror-sync-critical", accessManagement, ok)
+	s.handle("GET", "/api/health/checks/virtual-hosts", accessManagement, ok)
+	s.handle("GET", "/api/health/checks/port-listener/{port}", accessManagement, s.portListener)
+	s.handle("GET", "/api/health/checks/protocol-listener/{protocol}", accessManagement, s.protocolListener)
+	s.handle("GET", "/api/aliveness-test/{vhost}", accessManagement, s.aliveness)
+}
+
+func (s *Server) listenerObjs() []obj {
+	out := []obj{}
+	for _, l := range s.cfg.Listeners {
+		host, port := hostPort(l.Addr)
+		out = append(out, obj{"node": s.cfg.Node, "protocol": l.Protocol, "ip_address": host, "port": port})
+	}
+	return out
+}
+
+func hostPort(a net.Addr) (string, int) {
+	host, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	port, _ := strconv.Atoi(p)
+	if host == "" || host == "::" {
+		host = "::"
+	}
+	return host, port
+}
+
+func (s *Server) overview(q *request) error {
+	vs, err := q.visibleVHosts()
+	if err != nil {
+		return err
+	}
+	t := &totals{}
+	exchanges := 0
+	for _, v := range vs {
+		vt := s.rates.vhostTotals(v.Name)
+		t.add(vt.count, vt.rate)
+		t.queues += vt.queues
+		t.consumers += vt.consumers
+		exchanges += len(s.exchangeObjs(v.Name))
+	}
+	qt := obj{}
+	t.put(qt)
+	connections, channels := s.connectionCounts(q)
+	return q.reply(obj{
+		"management_version":  managementVersion,
+		"rates_mode":          "basic",
+		"product_name":        "Warren",
+		"product_version":     Version,
+		"rabbitmq_version":    managementVersion,
+		"erlang_version":      runtime.Version(),
+		"erlang_full_version": fmt.Sprintf("Go %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		"cluster_name":        s.cfg.Node,
+		"node":                s.cfg.Node,
+		"statistics_db_node":  s.cfg.Node,
+		"listeners":           s.listenerObjs(),
+		"contexts":            []obj{{"node": s.cfg.Node, "description": "Warren Management", "path": "/", "port": strconv.Itoa(s.httpPort())}},
+		"exchange_types":      exchangeTypes(),
+		"message_stats":       qt["message_stats"],
+		"queue_totals": obj{
+			"messages": qt["messages"], "messages_details": qt["messages_details"],
+			"messages_ready": qt["messages_ready"], "messages_ready_details": qt["messages_ready_details"],
+			"messages_unacknowledged": qt["messages_unacknowledged"], "messages_unacknowledged_details": qt["messages_unacknowledged_details"],
+		},
+		"object_totals": obj{
+			"connections": connections, "channels": channels, "exchanges": exchanges,
+			"queues": t.queues, "consumers": t.consumers,
+		},
+		"sample_retention_policies": obj{"global": []int{600}, "basic": []int{600}, "detailed": []int{600}},
+		"disable_stats":             false,
+		"enable_queue_totals":       false,
+	})
+}
+
+func (s *Server) httpPort() int {
+	for _, l := range s.cfg.Listeners {
+		if l.Protocol == "http" {
+			_, p := hostPort(l.Addr)
+			return p
+		}
+	}
+	return 0
+}
+
+func exchangeTypes() []obj {
+	types := []struct{ name, desc string }{
+		{"direct", "AMQP direct exchange, as per the AMQP specification"},
+		{"fanout", "AMQP fanout exchange, as per the AMQP specification"},
+		{"headers", "AMQP headers exchange, as per the AMQP specification"},
+		{"topic", "AMQP topic exchange, as per the AMQP specification"},
+		{"x-consistent-hash", "Consistent Hashing Exchange"},
+		{"x-modulus-hash", "Modulus Hashing Exchange"},
+		{"x-local-random", "Picks one random local binding (queue) to route via (to)."},
+	}
+	out := make([]obj, len(types))
+	for i, t := range types {
+		out[i] = obj{"name": t.name, "description": t.desc, "enabled": true}
+	}
+	return out
+}
+
+func (s *Server) nodeObj() obj {
+	fds := 0
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		fds = len(ents)
+	}
+	o := obj{
+		"name":            s.cfg.Node,
+		"type":            "disc",
+		"running":         true,
+		"being_drained":   false,
+		"uptime":          time.Since(s.start).Milliseconds(),
+		"os_pid":          strconv.Itoa(os.Getpid()),
+		"processors":      runtime.NumCPU(),
+		"mem_used":        residentBytes(),
+		"mem_alarm":       false,
+		"disk_free_alarm": false,
+		"fd_used":         fds,
+		"proc_used":       runtime.NumGoroutine(),
+		"run_queue":       0,
+		"rates_mode":      "basic",
+		"applications":    []obj{{"name": "warren", "description": "Warren message broker", "version": Version}},
+		"partitions":      []string{},
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		o["fd_total"] = rl.Cur
+	}
+	if s.cfg.DataDir != "" {
+		var st unix.Statfs_t
+		if unix.Statfs(s.cfg.DataDir, &st) == nil {
+			o["disk_free"] = st.Bavail * uint64(st.Bsize)
+		}
+	}
+	return o
+}
+
+// residentBytes is the process's resident memory (RabbitMQ's mem_used is
+// the VM's total), falling back to what the Go runtime holds.
+func residentBytes() uint64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return pages * uint64(os.Getpagesize())
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Sys
+}
+
+func (s *Server) portListener(q *request) error {
+	port, err := strconv.Atoi(q.Var("port"))
+	if err != nil {
+		return errBadRequest("port must be an integer")
+	}
+	var ports []int
+	for _, l := range s.cfg.Listeners {
+		_, p := hostPort(l.Addr)
+		if p == port {
+			return q.reply(obj{"status": "ok", "port": port})
+		}
+		ports = append(ports, p)
+	}
+	writeJSON(q.w, 503, obj{"status": "failed", "reason": fmt.Sprintf("No active listener on port %d", port), "missing": port, "ports": ports})
+	return nil
+}
+
+func (s *Server) protocolListener(q *request) error {
+	want := strings.ToLower(q.Var("protocol"))
+	alias := map[string]string{"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "stream": "stream", "http": "http", "management": "http"}
+	if a, ok := alias[want]; ok {
+		want = a
+	}
+	var protocols []string
+	for _, l := range s.cfg.Listeners {
+		if l.Protocol == want {
+			return q.reply(obj{"status": "ok", "protocol": q.Var("protocol")})
+		}
+		protocols = append(protocols, l.Protocol)
+	}
+	writeJSON(q.w, 503, obj{"status": "failed", "reason": "No active listener", "missing": q.Var("protocol"), "protocols": protocols})
+	return nil
+}
+
+// aliveness declares the queue aliveness-test in vhost, publishes a
+// message to it and gets it back, as RabbitMQ's (deprecated) check.
+func (s *Server) aliveness(q *request) error {
+	v, err := q.vhost()
+	if err != nil {
+		return err
+	}
+	const name = "aliveness-test"
+	qq, _, _, err := s.b.DeclareQueue(queues.DeclareOptions{Def: queues.QueueDef{VHost: v, Name: name, Durable: false}, Owner: s})
+	if err != nil {
+		return badOr(err)
+	}
+	done := make(chan error, 1)
+	msg := queues.Message{RoutingKey: name, Props: []byte{0, 0}, Body: []byte("test_message")}
+	qq.Publish(queues.EncodeRecord(nil, &msg), false, func(err error) { done <- err })
+	if err := <-done; err != nil {
+		return err
+	}
+	var got []byte
+	ok, err := qq.Get(s, true, func(d *queues.Delivery) { got = slices.Clone(d.Body) })
+	if err != nil || !ok || string(got) != "test_message" {
+		writeJSON(q.w, 503, obj{"status": "failed", "reason": "the test message did not come back"})
+		return nil
+	}
+	return q.reply(obj{"status": "ok"})
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/warren-mq/warren/internal/rabbitconf"
+	"github.com/warren-mq/warren/queues"
+)
+
+// readConf applies conf onto the defaults, as the file w.conf.
+func readConf(t *testing.T, conf string) (Config, error) {
+	t.Helper()
+	cfg := defaults()
+	err := applyConfFile("w.conf", []byte(conf), &cfg)
+	return cfg, err
+}
+
+// Ensure a file with every key Warren reads, each off its default, gives
+// the Config those keys mean.
+func TestConfFileEveryKey(t *testing.T) {
+	conf := `
+# every key, none at its default
+listeners.tcp.local = 127.0.0.1:5673
+listeners.ssl = none
+stream.listeners.tcp.v6 = ::1:5553
+stream.listeners.ssl = none
+stream.advertised_host = stream.example.com
+stream.advertised_port = 6552
+stream.frame_max = 524288
+stream.heartbeat = 30
+heartbeat = 20
+frame_max = 256KB
+channel_max = 128
+deprecated_features.permit.transient_nonexcl_queues = false
+management.tcp.port = 15673
+management.tcp.ip = 127.0.0.1
+load_definitions = /etc/warren/definitions.json
+default_vhost = prod
+default_user = alice
+default_pass = 'pa#ss word'   # quoted: the # is part of it
+default_user_tags.monitoring = true
+default_user_tags.management = true
+default_user_tags.administrator = false
+default_permissions.configure = ^alice-.*
+default_permissions.read = .*
+default_permissions.write = ^(alice|shared)-.*
+loopback_users.alice = true
+loopback_users.guest = false
+loopback_users.john\.doe = true
+log.console = true
+log.console.level = warning
+warren.data_dir = /var/lib/warren
+warren.retention_interval = 30s
+warren.debug_listen = 127.0.0.1:6060
+`
+	got, err := readConf(t, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		DataDir:                   "/var/lib/warren",
+		AMQPListen:                "127.0.0.1:5673",
+		StreamListen:              "[::1]:5553",
+		StreamAdvertise:           "stream.example.com:6552",
+		FrameMax:                  524288,
+		Heartbeat:                 30,
+		AMQPFrameMax:              256 << 10,
+		AMQPChannelMax:            128,
+		AMQPHeartbeat:             20,
+		DenyTransientNonExclusive: true,
+		RetentionInterval:         "30s",
+		LogLevel:                  "warning",
+		DebugListen:               "127.0.0.1:6060",
+		HTTPListen:                "127.0.0.1:15673",
+		LoadDefinitions:           "/etc/warren/definitions.json",
+		Bootstrap: queues.Bootstrap{
+			User: "alice", Password: "pa#ss word", VHost: "prod",
+			Tags:        []string{"monitoring", "management"},
+			Permissions: &queues.Permissions{Configure: "^alice-.*", Write: "^(alice|shared)-.*", Read: ".*"},
+		},
+		LoopbackUsers: []string{"alice", "john.doe"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	// Every key Warren reads is in conf.
+	entries, err := rabbitconf.Parse("w.conf", []byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range confKeys {
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "loopback_users", "max_channels_per_connection", "management.load_definitions") {
+			t.Errorf("key %s not in the test", k.key)
+		}
+	}
+}
+
+func hasKey(entries []rabbitconf.Entry, pattern string) bool {
+	for _, e := range entries {
+		if rabbitconf.Match(pattern, e.Key) {
+			return true
+		}
+	}
+	return false
+}
+
+func oneOf(s string, list ...string) bool {
+	for _, x := range list {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Ensure the keys that turn things off, the aliases, the keys that
+// combine and a key given twice mean what they mean to RabbitMQ.
+func TestConfFileCombinations(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		check      func(Config) bool
+	}{
+		{"amqp off", "listeners.tcp = none\n", func(c Config) bool { return c.AMQPListen == "" && c.StreamListen == ":5552" }},
+		{"stream off", "stream.listeners.tcp = none\n", func(c Config) bool { return c.StreamListen == "" && c.AMQPListen == ":5672" }},
+		{"port only", "listeners.tcp.default = 5673\n", func(c Config) bool { return c.AMQPListen == ":5673" }},
+		{"loopback none", "loopback_users = none\nloopback_users.guest = false\n", func(c Config) bool {
+			return c.LoopbackUsers != nil && len(c.LoopbackUsers) == 0
+		}},
+		{"loopback all false", "loopback_users.guest = false\n", func(c Config) bool {
+			return c.LoopbackUsers != nil && len(c.LoopbackUsers) == 0
+		}},
+		{"loopback default", "heartbeat = 5\n", func(c Config) bool { return c.LoopbackUsers == nil }},
+		{"no tags", "default_user_tags.administrator = false\n", func(c Config) bool {
+			return c.Bootstrap.Tags != nil && len(c.Bootstrap.Tags) == 0
+		}},
+		{"console off", "log.console.level = debug\nlog.console = false\n", func(c Config) bool { return c.LogLevel == "none" }},
+		{"level none", "log.console.level = none\n", func(c Config) bool { return c.LogLevel == "none" }},
+		{"newer channel_max name", "max_channels_per_connection = 64\n", func(c Config) bool { return c.AMQPChannelMax == 64 }},
+		{"management load_definitions", "management.load_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
+		{"both load_definitions alike", "management.load_definitions = /d.json\nload_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
+		{"advertise host only", "stream.advertised_host = h\n", func(c Config) bool { return c.StreamAdvertise == "h:" }},
+		{"advertise port only", "stream.advertised_port = 6000\n", func(c Config) bool { return c.StreamAdvertise == ":6000" }},
+		{"management ip only", "management.tcp.ip = ::1\n", func(c Config) bool { return c.HTTPListen == "[::1]:15672" }},
+		{"last wins", "heartbeat = 5\nheartbeat = 7\n", func(c Config) bool { return c.AMQPHeartbeat == 7 }},
+		{"guest needs no pass", "default_user = guest\n", func(c Config) bool { return c.Bootstrap.User == "guest" && c.Bootstrap.Password == "" }},
+		{"password with colon not tagged", "default_pass = a-b:c\n", func(c Config) bool { return c.Bootstrap.Password == "a-b:c" }},
+		{"empty permission", "default_permissions.configure = ''\ndefault_permissions.read = ''\ndefault_permissions.write = ''\n", func(c Config) bool {
+			return *c.Bootstrap.Permissions == queues.Permissions{}
+		}},
+		{"permit transient", "deprecated_features.permit.transient_nonexcl_queues = true\n", func(c Config) bool { return !c.DenyTransientNonExclusive }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := readConf(t, tc.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
+}
+
+// Ensure each unknown key, RabbitMQ key Warren does not act on, malformed
+// value, bad port and contradiction stops the start with an error that
+// names the file, the line and the key.
+func TestConfFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf, want string
+	}{
+		{"unknown", "heartbeat = 5\nfoo.bar = 1\n", `w.conf:2: unknown key "foo.bar"`},
+		{"unknown warren key", "warren.foo = 1\n", `w.conf:1: unknown key "warren.foo"`},
+		{"rabbit key", "\n\nvm_memory_high_watermark.relative = 0.6\n", `w.conf:3: RabbitMQ's key "vm_memory_high_watermark.relative" is not supported by Warren yet`},
+		{"ssl listener", "listeners.ssl.default = 5671\n", `w.conf:1: RabbitMQ's key "listeners.ssl.default" is not supported by Warren yet`},
+		{"ssl options", "ssl_options.cacertfile = /ca.pem\n", `w.conf:1: RabbitMQ's key "ssl_options.cacertfile" is not supported by Warren yet`},
+		{"plugin key", "mqtt.listeners.tcp.default = 1883\n", `w.conf:1: key "mqtt.listeners.tcp.default" of RabbitMQ's rabbitmq_mqtt plugin is not supported by Warren yet`},
+		{"cluster formation", "cluster_formation.peer_discovery_backend = classic_config\n", `w.conf:1: RabbitMQ's key "cluster_formation.peer_discovery_backend" is not supported by Warren yet`},
+		{"malformed integer", "heartbeat = often\n", `w.conf:1: heartbeat: "often" is not an integer`},
+		{"malformed boolean", "log.console = yes\n", `w.conf:1: log.console: "yes" is not true or false`},
+		{"malformed size", "frame_max = 1.5MB\n", `w.conf:1: frame_max: "1.5MB" is not a size`},
+		{"small frame", "frame_max = 4096\n", `w.conf:1: frame_max: 4096 is out of range 8192-4294967295`},
+		{"zero heartbeat", "heartbeat = 0\n", `w.conf:1: heartbeat: 0 (RabbitMQ: no heartbeats) is not supported by Warren yet`},
+		{"channel_max range", "channel_max = 65536\n", `w.conf:1: channel_max: 65536 is out of range 1-65535`},
+		{"bad port", "\nlisteners.tcp.default = 70000\n", `w.conf:2: listeners.tcp.default: port 70000 is out of range 1-65535`},
+		{"bad stream port", "stream.listeners.tcp.default = 127.0.0.1:0\n", `w.conf:1: stream.listeners.tcp.default: "127.0.0.1:0": port 0 is out of range 1-65535`},
+		{"host name listener", "listeners.tcp.default = localhost:5672\n", `w.conf:1: listeners.tcp.default: "localhost:5672" is not an IP address and port`},
+		{"bad advertised port", "stream.advertised_port = x\n", `w.conf:1: stream.advertised_port: "x" is not a port`},
+		{"bad management ip", "management.tcp.ip = localhost\n", `w.conf:1: management.tcp.ip: "localhost" is not an IP address`},
+		{"bad log level", "log.console.level = verbose\n", `w.conf:1: log.console.level: "verbose" is not one of`},
+		{"bad none", "listeners.tcp = off\n", `w.conf:1: listeners.tcp: "off": the only value is none`},
+		{"tls", "listeners.ssl = 5671\n", `w.conf:1: listeners.ssl: TLS listeners are not supported by Warren yet`},
+		{"second listener", "listeners.tcp.default = 5672\nlisteners.tcp.local = 127.0.0.1:5673\n",
+			`w.conf:2: listeners.tcp.local is a second AMQP listener (listeners.tcp.default is on line 1); Warren serves AMQP on one listener`},
+		{"second stream listener", "stream.listeners.tcp.a = 5552\nstream.listeners.tcp.b = 5553\n",
+			`w.conf:2: stream.listeners.tcp.b is a second stream listener (stream.listeners.tcp.a is on line 1); Warren serves stream on one listener`},
+		{"none and listener", "listeners.tcp = none\nlisteners.tcp.default = 5672\n",
+			`w.conf:2: listeners.tcp.default sets a listener, but listeners.tcp = none (line 1) turns AMQP off`},
+		{"none and loopback user", "loopback_users = none\nloopback_users.alice = true\n",
+			`w.conf:2: loopback_users.alice = true, but loopback_users = none (line 1) restricts nobody`},
+		{"alias twice", "channel_max = 10\nmax_channels_per_connection = 20\n",
+			`w.conf:2: channel_max and max_channels_per_connection (lines 1 and 2) are the same setting; keep one`},
+		{"two definitions", "load_definitions = /a.json\nmanagement.load_definitions = /b.json\n",
+			`w.conf:2: load_definitions and management.load_definitions (lines 1 and 2) name different files; Warren loads one`},
+		{"user without pass", "default_user = alice\n", `w.conf:1: default_user "alice" has no default_pass`},
+		{"encrypted pass", "default_pass = encrypted:abc\n", `w.conf:1: default_pass: RabbitMQ reads encrypted:… as an encrypted value, which Warren does not support yet`},
+		{"empty user", "default_user = ''\n", `w.conf:1: default_user: empty`},
+		{"partial permissions", "default_permissions.read = .*\n",
+			`w.conf:1: default_permissions.read is set but default_permissions.configure and default_permissions.write are not: RabbitMQ needs all three`},
+		{"bad permission", "default_permissions.configure = (\n", `w.conf:1: default_permissions.configure: "(" is not a regular expression`},
+		{"bad duration", "warren.retention_interval = 1 minute\n", `w.conf:1: warren.retention_interval: "1 minute" is not a positive Go duration`},
+		{"bad debug listen", "warren.debug_listen = 6060\n", `w.conf:1: warren.debug_listen: "6060" is not a listen address`},
+		{"syntax", "heartbeat = 5\nthis is not a setting\n", `w.conf:2: want key = value; a key is words`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readConf(t, tc.conf)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Ensure every error of a file is reported, in line order.
+func TestConfFileAllErrors(t *testing.T) {
+	_, err := readConf(t, "listeners.tcp.default = 5672\nfoo = 1\nlisteners.tcp.b = 5673\nheartbeat = x\n")
+	want := `w.conf:2: unknown key "foo"
+w.conf:3: listeners.tcp.b is a second AMQP listener (listeners.tcp.default is on line 1); Warren serves AMQP on one listener
+w.conf:4: heartbeat: "x" is not an integer`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want\n%s", err, want)
+	}
+}
+
+// Ensure warren.conf.example, as committed, is a valid file that gives
+// Warren's defaults; that each alternative commented out in it ("# key =
+// value") is valid on its own; and that it shows every key Warren reads.
+func TestConfExample(t *testing.T) {
+	data, err := os.ReadFile("warren.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readConf(t, string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	want.StreamAdvertise = "localhost:5552"
+	want.FrameMax, want.Heartbeat = 1048576, 60
+	want.AMQPFrameMax, want.AMQPChannelMax, want.AMQPHeartbeat = 131072, 2047, 60
+	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
+		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
+	want.LoopbackUsers = []string{"guest"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+
+	entries, _ := rabbitconf.Parse("warren.conf.example", data)
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for n := 1; sc.Scan(); n++ {
+		alt, ok := strings.CutPrefix(sc.Text(), "# ")
+		if !ok {
+			continue
+		}
+		if _, err := readConf(t, alt); err != nil {
+			t.Errorf("line %d, %q: %v", n, alt, err)
+		}
+		more, err := rabbitconf.Parse("alt", []byte(alt))
+		if err != nil || len(more) != 1 {
+			t.Fatalf("line %d, %q: not one setting", n, alt)
+		}
+		entries = append(entries, more...)
+	}
+	for _, k := range confKeys {
+		if !hasKey(entries, k.key) {
+			t.Errorf("warren.conf.example does not show %s", k.key)
+		}
+	}
+}
+
+// Ensure the log levels are RabbitMQ's, slog's forms also accepted.
+func TestNewLogger(t *testing.T) {
+	for _, level := range []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", "none", "warn", "INFO+2"} {
+		if _, err := newLogger(level); err != nil {
+			t.Errorf("newLogger(%q): %v", level, err)
+		}
+	}
+	if _, err := newLogger("verbose"); err == nil {
+		t.Error("newLogger(verbose) accepted")
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/warren-mq/warren/queues"
+)
+
+// Config is the daemon's configuration: flags, or a file in
+// rabbitmq.conf syntax given with -config (conffile.go; flags given
+// explicitly win over the file).
+type Config struct {
+	DataDir string
+	// AMQPListen and StreamListen are listen addresses; empty turns that
+	// protocol off.
+	AMQPListen   string
+	StreamListen string
+	// StreamAdvertise is the host:port stream clients are told to connect
+	// to; an empty host means localhost, an empty port the stream
+	// listener's (all of it empty: localhost:<stream port>).
+	StreamAdvertise string
+	// FrameMax and Heartbeat (seconds) are offered to stream clients; 0
+	// means the stream server's defaults.
+	FrameMax  uint32
+	Heartbeat uint32
+	// AMQPFrameMax, AMQPChannelMax and AMQPHeartbeat (seconds) are offered
+	// in connection.tune; 0 means RabbitMQ's defaults (131072, 2047, 60).
+	AMQPFrameMax   uint32
+	AMQPChannelMax uint16
+	AMQPHeartbeat  uint16
+	// DenyTransientNonExclusive refuses durable=false exclusive=false
+	// queues as RabbitMQ 4.3 does (off: the ≤4.2 behaviour).
+	DenyTransientNonExclusive bool
+	// RetentionInterval is how often stream retention runs besides on
+	// segment roll (a Go duration such as "1m").
+	RetentionInterval string
+	// LogLevel is the least level logged (to stderr): one of RabbitMQ's
+	// levels (debug, info, notice, warning, error, critical, alert,
+	// emergency, none) or slog's (warn, INFO+2, ...). none logs nothing.
+	LogLevel string
+	// DebugListen, when set, serves Go's runtime profiles
+	// (/debug/pprof/...) over HTTP on that address. Off by default; bind
+	// it to loopback: profiles reveal internals and cost CPU while taken.
+	DebugListen string
+	// HTTPListen is the management HTTP API's listen address; empty
+	// turns it off.
+	HTTPListen string
+	// LoadDefinitions is the path of a definitions file (RabbitMQ's JSON
+	// export) to import at start; empty: none.
+	LoadDefinitions string
+	// Bootstrap is the identity a new data directory gets; zero fields
+	// take RabbitMQ's defaults (guest/guest, vhost /).
+	Bootstrap queues.Bootstrap
+	// LoopbackUsers may only connect from loopback; nil means RabbitMQ's
+	// default, {"guest"}, and an empty non-nil slice nobody.
+	LoopbackUsers []string
+}
+
+func defaults() Config {
+	return Config{
+		DataDir:           "warren-data",
+		AMQPListen:        ":5672",
+		StreamListen:      ":5552",
+		RetentionInterval: "1m",
+		LogLevel:          "info",
+		HTTPListen:        ":15672",
+	}
+}
+
+// bindFlags registers the flags onto cfg and returns the -config flag.
+func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
+	configFile := fs.String("config", "", "configuration file in rabbitmq.conf syntax (flags given explicitly override it)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all broker data")
+	fs.StringVar(&cfg.AMQPListen, "amqp-listen", cfg.AMQPListen, "AMQP 0-9-1 listen address (empty: off)")
+	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address (empty: off)")
+	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>; an empty host or port takes its default)")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "management HTTP API listen address (empty: off)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warning, error or none (RabbitMQ's levels; slog's warn and INFO+2 forms too)")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
+	return configFile
+}
+
+// parseFlags reads the flags and, with -config, the file under them.
+func parseFlags(args []string) (Config, error) {
+	cfg := defaults()
+	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
+	configFile := bindFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if *configFile == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(*configFile)
+	if err != nil {
+		return cfg, err
+	}
+	fileCfg := defaults()
+	if err := applyConfFile(*configFile, data, &fileCfg); err != nil {
+		return cfg, err
+	}
+	// Parse again onto the file's values: only flags given explicitly
+	// change them.
+	fs = flag.NewFlagSet("warren", flag.ContinueOnError)
+	bindFlags(fs, &fileCfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	return fileCfg, nil
+}
+
+// logLevels are RabbitMQ's log levels as slog levels: notice sits
+// between info and warning, critical, alert and emergency above error
+// (Warren logs nothing above error, so they log nothing).
+var logLevels = map[string]slog.Level{
+	"debug":     slog.LevelDebug,
+	"info":      slog.LevelInfo,
+	"notice":    slog.LevelInfo + 2,
+	"warning":   slog.LevelWarn,
+	"error":     slog.LevelError,
+	"critical":  slog.LevelError + 4,
+	"alert":     slog.LevelError + 8,
+	"emergency": slog.LevelError + 12,
+}
+
+// newLogger returns the logger for level (Config.LogLevel), writing
+// text to stderr.
+func newLogger(level string) (*slog.Logger, error) {
+	if level == "none" {
+		return slog.New(slog.DiscardHandler), nil
+	}
+	l, ok := logLevels[strings.ToLower(level)]
+	if !ok {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log level %q: not one of debug, info, notice, warning, error, critical, alert, emergency, none", level)
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
