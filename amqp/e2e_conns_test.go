@@ -278,3 +278,47 @@ func TestConnCloseForcedWhilePublishing(t *testing.T) {
 	<-done
 	eventually(t, "the connection to leave the list", func() bool { return len(tb.broker.Conns()) == 0 })
 }
+
+// Ensure Info may run while the connection works: channels open and
+// close, consumers come and go, messages are published, delivered and
+// acked (run with -race).
+func TestConnInfoConcurrent(t *testing.T) {
+	tb := startBroker(t, brokerOpts{})
+	c := tb.dial(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, conn := range tb.broker.Conns() {
+				conn.Info()
+			}
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		ch, err := c.Channel()
+		must(t, err)
+		must(t, ch.Qos(5, 0, i%2 == 0))
+		if i%3 == 0 {
+			must(t, ch.Confirm(false))
+		}
+		q, err := ch.QueueDeclare("", false, true, true, false, nil)
+		must(t, err)
+		ds, err := ch.Consume(q.Name, "", false, false, false, false, nil)
+		must(t, err)
+		for j := 0; j < 10; j++ {
+			must(t, ch.PublishWithContext(context.Background(), "", q.Name, false, false, amqp091.Publishing{Body: []byte("x")}))
+		}
+		for j := 0; j < 10; j++ {
+			must(t, recv(t, ds).Ack(false))
+		}
+		must(t, ch.Close())
+	}
+	close(stop)
+	<-done
+}

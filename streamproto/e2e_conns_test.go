@@ -284,3 +284,38 @@ func TestConnDeleteUserClosesStream(t *testing.T) {
 	default:
 	}
 }
+
+// Ensure Info may run while the connection works: publishers and
+// subscriptions come and go while messages flow (run with -race).
+func TestConnInfoStreamConcurrent(t *testing.T) {
+	tb := startBroker(t, brokerOpts{})
+	env := newEnv(t, tb)
+	if err := env.DeclareStream("busy-s", nil); err != nil {
+		t.Fatalf("DeclareStream: %v", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, c := range tb.broker.Conns() {
+				c.Info()
+			}
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		p := e2eNewProducer(t, env, "busy-s", nil)
+		p.send(t, seq("m", 0, 50), nil)
+		c, sink := e2eSubscribe(t, env, "busy-s", e2eFrom(stream.OffsetSpecification{}.First()))
+		sink.wait(t, 50*(i+1))
+		c.Close()
+		p.Close()
+	}
+	close(stop)
+	<-done
+}
