@@ -42,8 +42,9 @@ type Conn interface {
 }
 
 // ConnInfo is what RabbitMQ's /api/connections shows of a connection;
-// the JSON names are RabbitMQ's. The slices after Counters are the details
-// the API shows on their own endpoints, so they are not marshalled.
+// the JSON names are RabbitMQ's. The slices after the socket counters are
+// the details the API shows on their own endpoints, so they are not
+// marshalled.
 type ConnInfo struct {
 	Name             string         `json:"name"`     // "127.0.0.1:54321 -> 127.0.0.1:5672"
 	Protocol         string         `json:"protocol"` // ProtocolAMQP091 or ProtocolStream
