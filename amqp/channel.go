@@ -61,6 +61,11 @@ type channel struct {
 		// queue.delete-ok (notifyCancelledLocked).
 		deferCancels bool
 		cancelled    []string
+		// Copies of reader-owned state for Info (info.go), set where
+		// the reader changes it: basic.qos and tx.select.
+		prefetch       int
+		globalPrefetch int
+		transactional  bool
 	}
 }
 
@@ -287,6 +292,9 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		}
 		if ch.tx == nil {
 			ch.tx = &txState{}
+			ch.mu.Lock()
+			ch.mu.transactional = true
+			ch.mu.Unlock()
 		}
 		ch.c.send(ch.id, &wire.TxSelectOk{})
 	case *wire.TxCommit:

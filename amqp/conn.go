@@ -17,6 +17,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -28,19 +29,26 @@ const outLimit = 1 << 20
 
 // conn is one client connection. The reader goroutine (serve) owns the
 // handshake state and the channel table; the writer goroutine owns the
-// socket's write side.
+// socket's write side. Once open, it is listed in the broker's
+// connections (info.go).
 type conn struct {
 	// Static after newConn.
-	srv    *Server
-	broker *queues.Broker
-	nc     net.Conn
-	log    *slog.Logger
-	out    *outQueue
+	srv         *Server
+	broker      *queues.Broker
+	nc          net.Conn
+	log         *slog.Logger
+	out         *outQueue
+	name        string // RabbitMQ's "peer -> local"
+	connectedAt int64  // Unix ms
+	ssl         bool
+	stats       netserve.Counters // the socket's; the reader and writer add to them
 
 	// Set during the handshake, then read-only.
 	user          string
 	vhost         string
-	frameMax      uint32 // negotiated; bounds frames both ways
+	mechanism     string
+	clientProps   map[string]any // connection.start-ok's client properties (plainTable); not modified
+	frameMax      uint32         // negotiated; bounds frames both ways
 	channelMax    uint16
 	heartbeat     atomic.Int64 // ns; read by the writer
 	cancelNotify  bool         // client capability consumer_cancel_notify
@@ -48,8 +56,17 @@ type conn struct {
 
 	// Owned by the reader goroutine.
 	fr       *wire.FrameReader
-	channels map[uint16]*channel
-	shutDown bool // a close handshake completed: linger before closing the socket
+	channels map[uint16]*channel // changed under chmu: Info reads it
+	shutDown bool                // a close handshake completed: linger before closing the socket
+	removeFn func()              // drops the connection from the broker's list
+
+	// chmu guards changes to channels, which only the reader goroutine
+	// makes, against Info's reads from other goroutines; the reader reads
+	// channels without it.
+	chmu sync.Mutex
+	// forced is CloseForced's connection.close, for the reader goroutine
+	// to send (info.go).
+	forced atomic.Pointer[amqpError]
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -58,17 +75,20 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:        s,
-		broker:     s.cfg.Broker,
-		nc:         nc,
-		log:        s.log.With("remote", nc.RemoteAddr().String()),
-		out:        newOutQueue(outLimit),
-		fr:         wire.NewFrameReader(nc, 64<<10),
-		frameMax:   wire.FrameMinSize,
-		channels:   map[uint16]*channel{},
-		writerDone: make(chan struct{}),
-		stop:       make(chan struct{}),
+		srv:         s,
+		broker:      s.cfg.Broker,
+		nc:          nc,
+		log:         s.log.With("remote", nc.RemoteAddr().String()),
+		out:         newOutQueue(outLimit),
+		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
+		connectedAt: time.Now().UnixMilli(),
+		ssl:         isTLS(nc),
+		frameMax:    wire.FrameMinSize,
+		channels:    map[uint16]*channel{},
+		writerDone:  make(chan struct{}),
+		stop:        make(chan struct{}),
 	}
+	c.fr = wire.NewFrameReader(c.stats.Reader(nc), 64<<10)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -82,12 +102,15 @@ var errClosed = errors.New("amqp: connection closed")
 func (c *conn) Serve() {
 	go func() {
 		defer close(c.writerDone)
-		if err := c.out.writeLoop(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.stop); err != nil {
+		if err := c.out.writeLoop(c.nc, &c.stats, func() time.Duration { return time.Duration(c.heartbeat.Load()) }, c.stop); err != nil {
 			c.log.Debug("write", "err", err)
 			c.nc.Close()
 		}
 	}()
 	err := c.run()
+	if c.removeFn != nil {
+		c.removeFn()
+	}
 	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("connection ended", "err", err)
 	}
@@ -147,11 +170,19 @@ func (c *conn) Shutdown() {
 // cleanup closes every channel (requeueing their unacked messages) and
 // deletes the connection's exclusive queues.
 func (c *conn) cleanup() {
+	c.closeChannels()
+	c.broker.OwnerClosed(c)
+}
+
+// closeChannels shuts every channel down (requeueing their unacked
+// messages) and forgets it.
+func (c *conn) closeChannels() {
 	for id, ch := range c.channels {
 		ch.shutdown()
+		c.chmu.Lock()
 		delete(c.channels, id)
+		c.chmu.Unlock()
 	}
-	c.broker.OwnerClosed(c)
 }
 
 // run does the handshake, then reads frames until the connection ends.
@@ -161,6 +192,11 @@ func (c *conn) run() error {
 		return err
 	}
 	c.nc.SetReadDeadline(time.Time{})
+	// The handshake listed the connection: a CloseForced since may have
+	// had its past deadline replaced.
+	if e := c.forced.Load(); e != nil {
+		return c.closeForced(e)
+	}
 	var lastDeadline time.Time
 	for {
 		if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
@@ -168,10 +204,18 @@ func (c *conn) run() error {
 			if now := time.Now(); now.Sub(lastDeadline) > hb/4 {
 				c.nc.SetReadDeadline(now.Add(2 * hb))
 				lastDeadline = now
+				// After the new deadline: a CloseForced before it may
+				// have had its past deadline replaced.
+				if e := c.forced.Load(); e != nil {
+					return c.closeForced(e)
+				}
 			}
 		}
 		f, err := c.fr.ReadFrame(c.frameMax)
 		if err != nil {
+			if e := c.forced.Load(); e != nil {
+				return c.closeForced(e)
+			}
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
 				return c.hardClose(newError(wire.FrameError, "%s", fe.Text))
@@ -302,6 +346,8 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.start_ok', got '%s'", m.MethodName()).withMethod(m))
 	}
+	c.mechanism = so.Mechanism
+	c.clientProps = plainTable(so.ClientProperties)
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 		c.authFailClose, _ = caps["authentication_failure_close"].(bool)
@@ -348,6 +394,9 @@ func (c *conn) handshake() error {
 		return c.hardClose(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, c.user).withMethod(open))
 	}
 	c.vhost = open.VirtualHost
+	// Listed before open-ok: a client that is open finds itself in the
+	// list (and the management API).
+	c.removeFn = c.broker.AddConn(c)
 	c.send(0, &wire.ConnectionOpenOk{})
 	return nil
 }
@@ -445,7 +494,9 @@ func (c *conn) dispatch(f wire.Frame) error {
 			return newError(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax).withMethod(open)
 		}
 		ch = newChannel(c, f.Channel)
+		c.chmu.Lock()
 		c.channels[f.Channel] = ch
+		c.chmu.Unlock()
 		c.send(f.Channel, &wire.ChannelOpenOk{})
 		return nil
 	}
@@ -463,10 +514,7 @@ func decodeError(err error) *amqpError {
 func (c *conn) handleConnectionMethod(m wire.Method) error {
 	switch m := m.(type) {
 	case *wire.ConnectionClose:
-		for id, ch := range c.channels {
-			ch.shutdown()
-			delete(c.channels, id)
-		}
+		c.closeChannels()
 		// As RabbitMQ's close_connection: the exclusive queues are gone
 		// before close-ok.
 		c.broker.OwnerClosed(c)
@@ -483,5 +531,7 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 
 // channelClosed forgets a channel after its close handshake.
 func (c *conn) channelClosed(id uint16) {
+	c.chmu.Lock()
 	delete(c.channels, id)
+	c.chmu.Unlock()
 }

@@ -62,6 +62,12 @@ type consumer struct {
 	reply   *replyConsumer    // amq.rabbitmq.reply-to (reply_to.go; sub is nil)
 	deliver wire.BasicDeliver // reused under ch.mu
 	props   []byte            // a stream record's converted properties; one Deliver at a time
+
+	// Static, for Info (info.go).
+	queue     string
+	exclusive bool
+	prefetch  int
+	args      map[string]any // basic.consume's arguments (plainTable); not modified
 }
 
 // Deliver sends one message to the client. The frames are queued while
@@ -163,7 +169,7 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	if _, dup := ch.mu.consumers[tag]; dup {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
-	cs := &consumer{ch: ch, tag: tag, noAck: m.NoAck}
+	cs := &consumer{ch: ch, tag: tag, noAck: m.NoAck, queue: name, exclusive: m.Exclusive, prefetch: ch.prefetch, args: plainTable(m.Arguments)}
 	// Under ch.mu: the first delivery, which takes ch.mu, follows the
 	// consume-ok queued below.
 	sub, err := ch.c.broker.Consume(ch.c.vhost, name, queues.ConsumerOptions{
@@ -337,9 +343,15 @@ func (ch *channel) handleQos(m *wire.BasicQos) error {
 	if m.PrefetchSize != 0 {
 		return newError(wire.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
+	ch.mu.Lock()
 	if !m.Global {
 		ch.prefetch = int(m.PrefetchCount)
+		ch.mu.prefetch = ch.prefetch
 	} else {
+		ch.mu.globalPrefetch = int(m.PrefetchCount)
+	}
+	ch.mu.Unlock()
+	if m.Global {
 		ch.limit.SetLimit(int(m.PrefetchCount))
 		ch.kickLimit()
 	}

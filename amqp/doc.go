@@ -14,6 +14,12 @@
 // a stream has a goroutine of its own that reads the stream and delivers
 // through channel.mu (stream_consume.go).
 //
+// Once open, a connection is in the broker's list (queues.Conn, info.go):
+// the management API's goroutines call Info, which reads the channel table
+// under conn.chmu and each channel under channel.mu and confirms.mu, one
+// lock at a time, and CloseForced, which leaves the close to the reader
+// goroutine and wakes it with a past read deadline.
+//
 // # Streams
 //
 // A stream (x-queue-type=stream, or one the stream protocol created) is
@@ -26,6 +32,7 @@
 //
 //	channel.mu → queue locks (inside package queues) → outQueue.mu
 //	confirms.mu → outQueue.mu
+//	conn.chmu (the channel table; nothing is taken under it)
 //
 // Queues call Sink methods without their locks held, so a delivery may
 // take channel.mu.

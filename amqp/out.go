@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/netserve"
 )
 
 // outQueue holds a connection's outgoing frames. Any goroutine may append
@@ -101,10 +102,10 @@ func (q *outQueue) close() {
 }
 
 // writeLoop is the connection's writer goroutine. It sends a heartbeat
-// when nothing was written for half the heartbeat interval, and returns
-// when the queue is closed and drained, on a write error, or when done is
-// closed.
-func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <-chan struct{}) error {
+// when nothing was written for half the heartbeat interval, counts what it
+// writes in stats, and returns when the queue is closed and drained, on a
+// write error, or when done is closed.
+func (q *outQueue) writeLoop(nc net.Conn, stats *netserve.Counters, heartbeat func() time.Duration, done <-chan struct{}) error {
 	defer q.close()
 	var spare []byte
 	var flushes []*confirms
@@ -130,7 +131,9 @@ func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <
 		q.mu.Unlock()
 		if len(buf) > 0 {
 			nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := nc.Write(buf); err != nil {
+			n, err := nc.Write(buf)
+			stats.Sent(int64(n))
+			if err != nil {
 				return err
 			}
 			lastWrite = time.Now()

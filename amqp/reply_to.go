@@ -53,7 +53,7 @@ func (ch *channel) consumeReplyTo(m *wire.BasicConsume) error {
 	if _, dup := ch.mu.consumers[tag]; dup {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
-	cs := &consumer{ch: ch, tag: tag, noAck: true}
+	cs := &consumer{ch: ch, tag: tag, noAck: true, queue: replyToName, exclusive: m.Exclusive, args: plainTable(m.Arguments)}
 	rc := &replyConsumer{cs: cs, token: randomName(""), key: randomName("")}
 	cs.reply = rc
 	ch.mu.reply = rc

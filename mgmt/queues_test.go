@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,8 +50,9 @@ func publishN(t *testing.T, ch *amqp091.Channel, exchange, key string, n int, pe
 
 func TestQueueCountsRatesAndMessages(t *testing.T) {
 	tb := startBroker(t)
+	var mu sync.Mutex
 	clock := time.Unix(1_700_000_000, 0)
-	tb.api.rates.now = func() time.Time { return clock }
+	tb.api.rates.setClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return clock })
 	_, ch := dialGuest(t, tb)
 	if _, err := ch.QueueDeclare("work", true, false, false, false, amqp091.Table{"x-max-length": int32(100)}); err != nil {
 		t.Fatal(err)
@@ -89,7 +91,9 @@ func TestQueueCountsRatesAndMessages(t *testing.T) {
 		num(t, q["arguments"].(map[string]any)["x-max-length"]) != 100 || q["node"] != "warren@test" {
 		t.Fatalf("queue %v", q)
 	}
+	mu.Lock()
 	clock = clock.Add(2 * time.Second)
+	mu.Unlock()
 	tb.api.rates.tick()
 	q = tb.guest("GET", "/api/queues/%2F/work", nil).obj(t)
 	ms := q["message_stats"].(map[string]any)

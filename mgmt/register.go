@@ -9,10 +9,5 @@ func (s *Server) register() {
 	s.registerExchanges()
 	s.registerPolicies()
 	s.registerStreams()
-}
-
-// connectionCounts counts the connections and channels the user may see.
-// The connection registry arrives with the connections endpoints.
-func (s *Server) connectionCounts(q *request) (connections, channels int) {
-	return 0, 0
+	s.registerConnections()
 }

@@ -39,7 +39,8 @@ type Config struct {
 	// space the node object shows ("" : not shown).
 	DataDir string
 	// StatsInterval is how often rates are sampled (RabbitMQ's
-	// collect_statistics_interval; default 5 s).
+	// collect_statistics_interval; default 5 s; negative: never, rates
+	// stay 0).
 	StatsInterval time.Duration
 }
 
@@ -74,7 +75,7 @@ func New(cfg Config) *Server {
 		}
 		cfg.Node = "warren@" + host
 	}
-	if cfg.StatsInterval <= 0 {
+	if cfg.StatsInterval == 0 {
 		cfg.StatsInterval = 5 * time.Second
 	}
 	if cfg.SuperStreams == nil {

@@ -17,7 +17,7 @@ import (
 type sampler struct {
 	s     *Server
 	every time.Duration
-	now   func() time.Time // time.Now; tests set their own
+	now   func() time.Time // time.Now; tests set their own with setClock
 
 	mu      sync.Mutex
 	samples map[sampleKey]*sample
@@ -54,7 +54,7 @@ func newSampler(s *Server, every time.Duration) *sampler {
 func (sm *sampler) start() {
 	sm.run.Lock()
 	defer sm.run.Unlock()
-	if sm.run.started || sm.run.stopped {
+	if sm.run.started || sm.run.stopped || sm.every < 0 {
 		return
 	}
 	sm.run.started = true
@@ -109,7 +109,9 @@ func (sm *sampler) tick() {
 	if err != nil {
 		return
 	}
+	sm.mu.Lock()
 	now := sm.now()
+	sm.mu.Unlock()
 	seen := map[sampleKey]bool{}
 	for _, v := range vhosts {
 		for _, q := range b.Queues(v.Name) {
@@ -134,6 +136,13 @@ func (sm *sampler) tick() {
 			delete(sm.samples, k)
 		}
 	}
+	sm.mu.Unlock()
+}
+
+// setClock replaces the sampler's clock (tests).
+func (sm *sampler) setClock(now func() time.Time) {
+	sm.mu.Lock()
+	sm.now = now
 	sm.mu.Unlock()
 }
 

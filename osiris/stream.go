@@ -413,3 +413,13 @@ func (s *Stream) Delete() error {
 
 // CommittedChunkID is the id of the last committed chunk, -1 when none.
 func (s *Stream) CommittedChunkID() int64 { return s.tail.Load().lastChunk }
+
+// CommittedOffset is the offset of the last committed record (of any
+// chunk type), -1 when none: osiris_log:committed_offset.
+func (s *Stream) CommittedOffset() int64 {
+	t := s.tail.Load()
+	if t.lastChunk < 0 {
+		return -1
+	}
+	return int64(t.next) - 1
+}

@@ -78,6 +78,7 @@ type Broker struct {
 	persist   *classic.Persister // writes the ack state of durable queues
 	qenv      *classic.Env       // what the queues see of the broker (queue_host.go)
 	pol       policyState        // policies (policy.go)
+	conns     connRegistry       // open client connections (conns.go)
 	topicAuth topicAuth          // topic permissions compiled (topic_auth.go)
 
 	mu struct {
@@ -225,7 +226,9 @@ func (b *Broker) AddVHost(name string) error {
 	return b.cat.put(vhostKey(name), VHost{Name: name})
 }
 
-// DeleteVHost deletes a virtual host, its permissions and its streams.
+// DeleteVHost deletes a virtual host, its permissions, queues, streams
+// and policies, and closes its connections (320 CONNECTION_FORCED "vhost
+// '<name>' is deleted", as RabbitMQ).
 func (b *Broker) DeleteVHost(name string) error {
 	if ok, err := b.cat.has(vhostKey(name)); err != nil || !ok {
 		if !ok {
@@ -233,6 +236,18 @@ func (b *Broker) DeleteVHost(name string) error {
 		}
 		return err
 	}
+	// As RabbitMQ: the permissions go first, so that no connection opens
+	// in the vhost while it is deleted, then its connections are closed.
+	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
+		return err
+	}
+	if err := b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(name, "", "")[:len("tp/")+len(name)+1])); err != nil {
+		return err
+	}
+	closeConns := func() {
+		b.CloseConns(func(ci ConnInfo) bool { return ci.VHost == name }, fmt.Sprintf("vhost '%s' is deleted", name))
+	}
+	closeConns()
 	var names []string
 	if err := b.cat.scan(streamKey(name, ""), func(_, v []byte) error {
 		var def StreamDef
@@ -255,16 +270,11 @@ func (b *Broker) DeleteVHost(name string) error {
 	if err := b.deleteVHostPolicies(name); err != nil {
 		return err
 	}
-	if err := b.cat.deletePrefix(permKey(name, "")); err != nil {
-		return err
-	}
-	if err := b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(name, "", "")[:len("tp/")+len(name)+1])); err != nil {
-		return err
-	}
 	if err := b.cat.delete(vhostKey(name)); err != nil {
 		return err
 	}
 	b.topoVHostDeleted(name)
+	closeConns() // one that passed its vhost check before the permissions went
 	return nil
 }
 
@@ -279,7 +289,9 @@ func (b *Broker) AddUser(name, password string, tags ...string) error {
 	return b.cat.put(userKey(name), User{Name: name, PasswordHash: HashPassword(password), Tags: tags})
 }
 
-// DeleteUser deletes a user and its permissions.
+// DeleteUser deletes a user and its permissions, and closes its
+// connections (320 CONNECTION_FORCED "user '<name>' is deleted", as
+// RabbitMQ).
 func (b *Broker) DeleteUser(name string) error {
 	if ok, err := b.cat.has(userKey(name)); err != nil || !ok {
 		if !ok {
@@ -308,7 +320,11 @@ func (b *Broker) DeleteUser(name string) error {
 	if err := b.topicAuthChanged(nil); err != nil {
 		return err
 	}
-	return b.cat.delete(userKey(name))
+	if err := b.cat.delete(userKey(name)); err != nil {
+		return err
+	}
+	b.CloseConns(func(ci ConnInfo) bool { return ci.User == name }, fmt.Sprintf("user '%s' is deleted", name))
+	return nil
 }
 
 // SetPermissions gives user the permissions p in vhost.

@@ -9,7 +9,8 @@
 // queue_quorum.go: the declare rules; queue_host.go: what the queues ask
 // of the broker), and policies (policy.go: their catalog, versions and
 // watchers; stream_policy.go: stream retention under them), all
-// catalogued in pebble.
+// catalogued in pebble; and, in memory, the front ends' open client
+// connections (conns.go: what the management API lists and closes).
 //
 // Every queue type is behind the same interfaces for the front ends:
 // Broker.Consume attaches a consumer to a classic, quorum or stream queue

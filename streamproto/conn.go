@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
 	"github.com/warren-mq/warren/superstream"
 )
@@ -26,17 +28,25 @@ const (
 	stateOpen                           // Open done: all commands allowed
 )
 
-// conn is one client connection.
+// conn is one client connection. Once open, it is listed in the broker's
+// connections (info.go).
 type conn struct {
 	// Static after newConn.
-	srv    *Server
-	nc     net.Conn
-	log    *slog.Logger
-	out    *outQueue
-	ctx    context.Context // cancelled when the connection ends
-	cancel context.CancelFunc
+	srv         *Server
+	nc          net.Conn
+	log         *slog.Logger
+	out         *outQueue
+	ctx         context.Context // cancelled when the connection ends
+	cancel      context.CancelFunc
+	name        string // RabbitMQ's "peer -> local"
+	connectedAt int64  // Unix ms
+	stats       netserve.Counters
+	forced      chan struct{} // closed by CloseForced; forceOnce guards the close
+	forceOnce   sync.Once
 
-	// Owned by the reader goroutine (serve).
+	// Owned by the reader goroutine (serve). Those the handshake sets
+	// (user, mechanism, peerProps, frameMax) do not change once the
+	// connection is open: Info reads them then.
 	br            *bufio.Reader
 	scratch       []byte
 	state         connState
@@ -44,6 +54,8 @@ type conn struct {
 	tunedFrameMax uint32 // limit once open, from Tune
 	user          string
 	mechanism     string
+	peerProps     map[string]string // the client's PeerProperties
+	removeFn      func()            // drops the connection from the broker's list
 	deliverV2     bool
 	closing       bool // we sent Close and wait for its response
 	closed        bool // a Close was exchanged: linger before closing the socket
@@ -78,14 +90,17 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:        s,
-		nc:         nc,
-		log:        s.log.With("remote", nc.RemoteAddr().String()),
-		out:        newOutQueue(),
-		br:         bufio.NewReaderSize(nc, 64<<10),
-		frameMax:   initialFrameMax,
-		writerDone: make(chan struct{}),
+		srv:         s,
+		nc:          nc,
+		log:         s.log.With("remote", nc.RemoteAddr().String()),
+		out:         newOutQueue(),
+		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
+		connectedAt: time.Now().UnixMilli(),
+		forced:      make(chan struct{}),
+		frameMax:    initialFrameMax,
+		writerDone:  make(chan struct{}),
 	}
+	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.publishers = map[uint8]*publisher{}
 	c.mu.subs = map[uint8]*subscription{}
@@ -101,7 +116,7 @@ func (c *conn) Serve() {
 	go func() {
 		defer close(c.writerDone)
 		hb := func() time.Duration { return time.Duration(c.heartbeat.Load()) }
-		if err := c.out.writeLoop(c.nc, hb, c.ctx.Done()); err != nil && c.ctx.Err() == nil {
+		if err := c.out.writeLoop(c.nc, &c.stats, hb, c.ctx.Done()); err != nil && c.ctx.Err() == nil {
 			c.log.Debug("stream connection write", "err", err)
 			c.cancel()
 			c.nc.Close()
@@ -109,7 +124,7 @@ func (c *conn) Serve() {
 	}()
 	c.unwatch = c.srv.broker.WatchDeletions(c.streamDeleted)
 	err := c.readLoop()
-	if err != nil && !errors.Is(err, errCloseConn) && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+	if err != nil && !errors.Is(err, errCloseConn) && !c.isForced() && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.log.Debug("stream connection ended", "err", err)
 	}
 	c.teardown()
@@ -123,6 +138,9 @@ func (c *conn) Shutdown() {
 
 // teardown stops subscriptions, lets the writer drain, and closes.
 func (c *conn) teardown() {
+	if c.removeFn != nil {
+		c.removeFn()
+	}
 	c.unwatch()
 	c.mu.Lock()
 	subs := c.mu.subs
@@ -184,8 +202,16 @@ func (c *conn) readLoop() error {
 		default:
 			c.nc.SetReadDeadline(time.Time{})
 		}
+		// After the deadline is set: CloseForced's past deadline may have
+		// been replaced.
+		if c.isForced() {
+			return errForced
+		}
 		hdr, err := c.br.Peek(4)
 		if err != nil {
+			if c.isForced() {
+				return errForced
+			}
 			return err
 		}
 		size := binary.BigEndian.Uint32(hdr)
@@ -393,6 +419,8 @@ func (c *conn) waitPublishCredits() bool {
 	select {
 	case <-wake:
 		return true
+	case <-c.forced:
+		return true // readLoop returns errForced
 	case <-c.ctx.Done():
 		return false
 	}

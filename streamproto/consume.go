@@ -32,9 +32,14 @@ type subscription struct {
 	ctx    context.Context     // cancelled when the subscription ends
 	cancel context.CancelFunc
 
+	props  map[string]string // the Subscribe properties, for Info; not modified
 	credit atomic.Int32
 	signal chan struct{} // cap 1: credit arrived; never closed
 	active atomic.Bool   // a delivery was started and not stopped
+	// For Info: the next offset the delivery reads (set when it starts
+	// and after each chunk) and the records delivered.
+	next     atomic.Uint64
+	consumed atomic.Uint64
 
 	// mu guards del: the reader goroutine starts deliveries, and the
 	// single active consumer coordinator (any goroutine) stops them.
@@ -57,7 +62,7 @@ type delivery struct {
 
 func newSubscription(c *conn, id uint8, stream string, s *osiris.Stream, spec osiris.OffsetSpec, credit uint16, props map[string]string) *subscription {
 	sub := &subscription{c: c, id: id, stream: stream, s: s, spec: spec, opts: readerOptions(props),
-		signal: make(chan struct{}, 1)}
+		props: props, signal: make(chan struct{}, 1)}
 	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
 	sub.credit.Store(int32(credit))
 	return sub
@@ -75,6 +80,7 @@ func (s *subscription) startDelivery(rd *osiris.Reader, deliverV2 bool) bool {
 	d := &delivery{reader: rd, deliverV2: deliverV2, done: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancel(s.ctx)
 	s.mu.del = d
+	s.next.Store(rd.NextOffset())
 	s.active.Store(true)
 	s.mu.Unlock()
 	go func() {
@@ -311,6 +317,8 @@ func (s *subscription) deliver(d *delivery) {
 		if !ok {
 			return
 		}
+		s.consumed.Add(uint64(h.NumRecords))
+		s.next.Store(h.NextOffset())
 	}
 }
 

@@ -61,10 +61,11 @@ var serverPropertyKeys = []string{"cluster_name", "copyright", "information", "p
 
 func (c *conn) handlePeerProperties(r *reader) {
 	corr := r.u32()
-	r.stringMap()
+	peer := r.stringMap()
 	if r.err != nil {
 		return
 	}
+	c.peerProps = peer
 	props := map[string]string{
 		"cluster_name": "warren",
 		"copyright":    "Warren authors",
@@ -207,6 +208,9 @@ func (c *conn) handleOpen(r *reader) error {
 	if c.frameMax == 0 {
 		c.frameMax = c.srv.frameMax
 	}
+	// Listed before the response: a client that is open finds itself in
+	// the list (and the management API).
+	c.removeFn = c.srv.broker.AddConn(c)
 	props := map[string]string{"advertised_host": c.srv.advertiseHost, "advertised_port": c.srv.advertisePort}
 	keys := slices.Sorted(maps.Keys(props))
 	c.out.frame(func(b []byte) []byte {

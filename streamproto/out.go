@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/streamproto/wire"
 	"golang.org/x/sys/unix"
 )
@@ -102,13 +103,14 @@ func (q *outQueue) drop() {
 }
 
 // writeLoop is the connection's writer goroutine. It sends a heartbeat
-// when nothing was written for heartbeat (if set), and returns when the
-// queue is closed and drained or on a write error.
-func (q *outQueue) writeLoop(nc net.Conn, heartbeat func() time.Duration, done <-chan struct{}) error {
+// when nothing was written for heartbeat (if set), counts what it writes
+// in stats, and returns when the queue is closed and drained or on a write
+// error.
+func (q *outQueue) writeLoop(nc net.Conn, stats *netserve.Counters, heartbeat func() time.Duration, done <-chan struct{}) error {
 	defer q.drop()
 	var spare []byte
 	var spans []fileSpan
-	w := &outWriter{nc: nc}
+	w := &outWriter{nc: nc, stats: stats}
 	lastWrite := time.Now()
 	ticker := time.NewTicker(250 * time.Millisecond)
 	defer ticker.Stop()
@@ -162,6 +164,7 @@ const (
 // and keeps its buffers across batches.
 type outWriter struct {
 	nc      net.Conn
+	stats   *netserve.Counters // nil: not counted
 	vec     net.Buffers
 	scratch []byte // staged chunk data; kept between batches only when small
 }
@@ -178,9 +181,11 @@ func (w *outWriter) writeOut(buf []byte, spans []fileSpan) error {
 			if err := w.flush(); err != nil {
 				return err
 			}
-			if err := sendFile(w.nc, s.file, s.pos, s.n); err != nil {
+			err := sendFile(w.nc, s.file, s.pos, s.n)
+			if err != nil {
 				return err
 			}
+			w.stats.Sent(s.n)
 			continue
 		}
 		if len(w.scratch)+int(s.n) > scratchMax {
@@ -212,7 +217,9 @@ func (w *outWriter) flush() error {
 	var err error
 	if len(w.vec) > 0 {
 		v := w.vec // WriteTo consumes v; w.vec keeps its backing array
-		_, err = v.WriteTo(w.nc)
+		var n int64
+		n, err = v.WriteTo(w.nc)
+		w.stats.Sent(n)
 	}
 	clear(w.vec)
 	w.vec = w.vec[:0]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"sync/atomic"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -17,6 +18,10 @@ type publisher struct {
 	reference string // producer reference for deduplication; may be empty
 	stream    string
 	s         *osiris.Stream
+
+	// Message counts for Info: published by the reader goroutine,
+	// confirmed and errored by whichever goroutine answers a batch.
+	published, confirmed, errored atomic.Uint64
 }
 
 func (c *conn) handleDeclarePublisher(r *reader) {
@@ -107,6 +112,7 @@ type publishedID struct {
 type pubFrame struct {
 	c     *conn
 	pubID uint8
+	pub   *publisher // counts the batch's outcome
 	body  []byte
 	batch osiris.Batch // Messages alias body
 }
@@ -129,6 +135,7 @@ func (c *conn) putPubFrame(pf *pubFrame) {
 	clear(pf.batch.Messages) // no stale slices of the next frame's body
 	pf.batch.Messages = pf.batch.Messages[:0]
 	pf.batch.Producer = ""
+	pf.pub = nil
 	c.pubFrames.Put(pf)
 }
 
@@ -137,6 +144,7 @@ func (c *conn) putPubFrame(pf *pubFrame) {
 func (pf *pubFrame) done(res osiris.Result) {
 	c, msgs, pubID := pf.c, pf.batch.Messages, pf.pubID
 	if res.Err != nil {
+		pf.pub.errored.Add(uint64(len(msgs)))
 		errs := make([]publishedID, len(msgs))
 		for i, m := range msgs {
 			errs[i] = publishedID{m.PublishingID, wire.CodeInternalError}
@@ -148,6 +156,7 @@ func (pf *pubFrame) done(res osiris.Result) {
 		}
 		c.publishErrors(pubID, errs)
 	} else {
+		pf.pub.confirmed.Add(uint64(len(msgs)))
 		c.out.frame(func(b []byte) []byte {
 			b, start := wire.BeginFrame(b, wire.KeyPublishConfirm, 1)
 			b = append(b, pubID)
@@ -226,6 +235,12 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		}
 		msgs = nil
 	}
+	if p != nil {
+		p.published.Add(uint64(n))
+		if len(failed) > 0 {
+			p.errored.Add(uint64(len(failed)))
+		}
+	}
 	if len(failed) > 0 {
 		c.publishErrors(pubID, failed)
 	}
@@ -235,6 +250,7 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 	c.takePublishCredits(len(msgs))
 	c.pending = nil // the batch owns the frame now
 	pf.pubID = pubID
+	pf.pub = p
 	pf.batch.Producer = p.reference
 	if err := p.s.Submit(&pf.batch); err != nil {
 		pf.done(osiris.Result{Err: err})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 )
 
@@ -74,6 +75,15 @@ func (fr *FrameReader) fail(err error) error {
 	return err
 }
 
+// failPeek is fail for an error of a Peek, which took nothing from the
+// buffer: a passed deadline is not sticky.
+func (fr *FrameReader) failPeek(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return fr.fail(err)
+}
+
 // ReadProtocolHeader reads the 8-byte protocol header a client sends
 // first. It does not check it; compare with ProtocolHeader.
 func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
@@ -97,6 +107,10 @@ func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
 // io.ErrUnexpectedEOF within a frame. ReadFrame checks framing only;
 // which frames may arrive when (heartbeats on channel 0, a header after
 // a content method) is the caller's to check.
+//
+// Errors are sticky, except a read deadline passing
+// (os.ErrDeadlineExceeded) before the frame's bytes were taken from the
+// buffer: the caller may move the deadline and read the frame again.
 func (fr *FrameReader) ReadFrame(max uint32) (Frame, error) {
 	if fr.err != nil {
 		return Frame{}, fr.err
@@ -106,7 +120,7 @@ func (fr *FrameReader) ReadFrame(max uint32) (Frame, error) {
 		if len(hdr) > 0 && errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, fr.fail(err)
+		return Frame{}, fr.failPeek(err)
 	}
 	typ := hdr[0]
 	channel := binary.BigEndian.Uint16(hdr[1:])
@@ -130,7 +144,7 @@ func (fr *FrameReader) ReadFrame(max uint32) (Frame, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return Frame{}, fr.fail(err)
+			return Frame{}, fr.failPeek(err)
 		}
 		_, _ = fr.br.Discard(total) // cannot fail: the bytes are buffered
 		raw = buf[7:total]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -212,6 +213,53 @@ func TestReadFrameIOError(t *testing.T) {
 	if _, err := NewFrameReader(strings.NewReader("AMQ"), 64).ReadProtocolHeader(); err != io.ErrUnexpectedEOF {
 		t.Fatalf("short protocol header: %v", err)
 	}
+}
+
+// Ensure a passed read deadline is not sticky when it interrupts a frame
+// whose bytes are still in the buffer (the connection's forced close wakes
+// its reader that way, then reads the client's close-ok), and that other
+// errors stay sticky.
+func TestReadFrameDeadlineNotSticky(t *testing.T) {
+	frame := AppendMethodFrame(nil, 0, &ConnectionCloseOk{})
+	for _, cut := range []int{0, 3, len(frame) - 1} { // nothing, part of the header, all but the frame-end
+		r := &scriptReader{steps: []scriptStep{
+			{data: frame[:cut]},
+			{err: os.ErrDeadlineExceeded},
+			{data: frame[cut:]},
+		}}
+		fr := NewFrameReader(r, 64)
+		if _, err := fr.ReadFrame(8192); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("cut %d: first read: err = %v, want a passed deadline", cut, err)
+		}
+		f, err := fr.ReadFrame(8192)
+		if err != nil || f.Type != FrameMethod || !bytes.Equal(f.Payload, frame[7:len(frame)-1]) {
+			t.Fatalf("cut %d: after the deadline: frame %+v, err %v", cut, f, err)
+		}
+	}
+	boom := errors.New("boom")
+	fr := NewFrameReader(&scriptReader{steps: []scriptStep{{err: boom}, {data: frame}}}, 64)
+	for i := 0; i < 2; i++ {
+		if _, err := fr.ReadFrame(8192); err != boom {
+			t.Fatalf("read %d: err = %v, want the sticky boom", i, err)
+		}
+	}
+}
+
+// scriptReader returns its steps in order, then io.EOF.
+type scriptReader struct{ steps []scriptStep }
+
+type scriptStep struct {
+	data []byte
+	err  error
+}
+
+func (r *scriptReader) Read(p []byte) (int, error) {
+	if len(r.steps) == 0 {
+		return 0, io.EOF
+	}
+	s := r.steps[0]
+	r.steps = r.steps[1:]
+	return copy(p, s.data), s.err
 }
 
 type errReader struct{ err error }

@@ -1,7 +1,8 @@
 // Package netserve is the accept loop both protocol front ends share: it
 // accepts on any number of listeners, runs each connection on its own
 // goroutine (labelled for profiles), and on Close stops the listeners,
-// shuts every connection down and waits for them.
+// shuts every connection down and waits for them. Counters are the socket
+// counters each connection keeps for the management API.
 package netserve
 
 import (

@@ -116,6 +116,22 @@ func (c *Consumer) Queue() *Queue { return c.q }
 // Stop cancels the consumer at its queue (Cancel).
 func (c *Consumer) Stop() { c.q.Cancel(c) }
 
+// Active reports whether the consumer may be delivered to: false for a
+// waiting consumer of a single-active-consumer queue (as Consumers
+// reports it).
+func (c *Consumer) Active() bool {
+	q := c.q
+	if !q.singleActive() {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.active == c
+}
+
+// SingleActive reports whether the queue has x-single-active-consumer.
+func (q *Queue) SingleActive() bool { return q.singleActive() }
+
 // hasRoomLocked reports whether c may get another delivery, leaving the
 // channel limit aside.
 // REQUIRES: c.q.mu held.

@@ -1,0 +1,248 @@
+package queues
+
+import (
+	"net"
+	"strconv"
+	"sync"
+)
+
+// The broker's registry of client connections, for the management API:
+// each protocol front end adds a connection once it is open (the user and
+// vhost known; sockets still in their handshake are not listed, as in
+// RabbitMQ) and removes it when it ends. Deleting a vhost or a user closes
+// their connections, as RabbitMQ's connection tracking does.
+
+// Protocol names, as RabbitMQ's management API shows them.
+const (
+	ProtocolAMQP091 = "AMQP 0-9-1"
+	ProtocolStream  = "stream"
+)
+
+// Connection and channel states, as RabbitMQ reports them.
+const (
+	StateRunning  = "running"
+	StateBlocked  = "blocked"  // reserved: Warren does not block publishers yet
+	StateBlocking = "blocking" // reserved, likewise
+	StateClosing  = "closing"  // a channel that sent channel.close and awaits close-ok
+)
+
+// Conn is a client connection as operators see it.
+type Conn interface {
+	// Info returns a snapshot of the connection. It is safe to call from
+	// any goroutine and does not wait behind the client: it takes the
+	// connection's locks only briefly.
+	Info() ConnInfo
+	// CloseForced closes the connection on an operator's or the broker's
+	// behalf: AMQP 0-9-1 sends connection.close 320 "CONNECTION_FORCED -
+	// <reason>", waits (bounded) for close-ok and drops the socket; the
+	// stream protocol drops the socket, as RabbitMQ's stream reader does.
+	// It returns at once; the connection ends on its own goroutines. It is
+	// safe to call from any goroutine, more than once.
+	CloseForced(reason string)
+}
+
+// ConnInfo is what RabbitMQ's /api/connections shows of a connection;
+// the JSON names are RabbitMQ's. The slices after the socket counters are
+// the details the API shows on their own endpoints, so they are not
+// marshalled.
+type ConnInfo struct {
+	Name             string         `json:"name"`     // "127.0.0.1:54321 -> 127.0.0.1:5672"
+	Protocol         string         `json:"protocol"` // ProtocolAMQP091 or ProtocolStream
+	Type             string         `json:"type"`     // "network"
+	User             string         `json:"user"`
+	VHost            string         `json:"vhost"`
+	AuthMechanism    string         `json:"auth_mechanism"` // "PLAIN", "AMQPLAIN"
+	PeerHost         string         `json:"peer_host"`      // the client's address
+	PeerPort         int            `json:"peer_port"`
+	Host             string         `json:"host"` // the broker's address the client reached
+	Port             int            `json:"port"`
+	ConnectedAt      int64          `json:"connected_at"` // Unix ms, when the socket was accepted
+	ClientProperties map[string]any `json:"client_properties"`
+	// UserProvidedName is the client's connection_name property.
+	UserProvidedName string `json:"user_provided_name,omitempty"`
+	FrameMax         uint32 `json:"frame_max"`   // negotiated, bytes
+	ChannelMax       uint16 `json:"channel_max"` // negotiated; 0 for the stream protocol
+	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
+	State            string `json:"state"`       // StateRunning
+	SSL              bool   `json:"ssl"`
+	Channels         int    `json:"channels"` // open AMQP channels; 0 for the stream protocol
+
+	// Socket counters since the connection was accepted: bytes, and reads
+	// and writes that moved bytes (RabbitMQ's recv_cnt and send_cnt count
+	// the socket's packets, as here, not frames). Stream deliveries sent
+	// with sendfile count in SendOct and SendCnt too.
+	RecvOct uint64 `json:"recv_oct"`
+	SendOct uint64 `json:"send_oct"`
+	RecvCnt uint64 `json:"recv_cnt"`
+	SendCnt uint64 `json:"send_cnt"`
+
+	AMQPChannels     []ChannelInfo         `json:"-"` // AMQP 0-9-1, by channel number
+	StreamPublishers []StreamPublisherInfo `json:"-"` // stream protocol, by publisher id
+	StreamConsumers  []StreamConsumerInfo  `json:"-"` // stream protocol, by subscription id
+}
+
+// ChannelInfo is an AMQP 0-9-1 channel as RabbitMQ's /api/channels shows
+// it. Consumers is /api/channels/{name}'s consumer_details, without each
+// consumer's channel_details.
+type ChannelInfo struct {
+	Number uint16 `json:"number"`
+	Name   string `json:"name"` // "<connection name> (<number>)"
+	User   string `json:"user"`
+	VHost  string `json:"vhost"`
+	// PrefetchCount is basic.qos global=false: each new consumer's limit.
+	PrefetchCount int `json:"prefetch_count"`
+	// GlobalPrefetchCount is basic.qos global=true: the channel's limit.
+	GlobalPrefetchCount    int    `json:"global_prefetch_count"`
+	Confirm                bool   `json:"confirm"`
+	Transactional          bool   `json:"transactional"`
+	MessagesUnacknowledged int    `json:"messages_unacknowledged"`
+	MessagesUnconfirmed    int    `json:"messages_unconfirmed"`
+	ConsumerCount          int    `json:"consumer_count"`
+	State                  string `json:"state"` // StateRunning or StateClosing
+
+	Consumers []ConsumerInfo `json:"-"` // by tag
+}
+
+// ConsumerInfo is an AMQP 0-9-1 consumer as RabbitMQ's /api/consumers
+// shows it, without its channel_details.
+type ConsumerInfo struct {
+	ConsumerTag   string         `json:"consumer_tag"`
+	Queue         QueueRef       `json:"queue"`
+	AckRequired   bool           `json:"ack_required"`
+	Exclusive     bool           `json:"exclusive"`
+	PrefetchCount int            `json:"prefetch_count"`
+	Arguments     map[string]any `json:"arguments"`
+	// Active is false for a waiting consumer of a single-active-consumer
+	// queue; ActivityStatus is then "waiting" ("single_active" for the
+	// active one, "up" for a consumer of any other queue).
+	Active         bool   `json:"active"`
+	ActivityStatus string `json:"activity_status"`
+}
+
+// QueueRef names a queue or stream, as RabbitMQ's management API nests
+// it.
+type QueueRef struct {
+	Name  string `json:"name"`
+	VHost string `json:"vhost"`
+}
+
+// StreamPublisherInfo is a stream protocol publisher as RabbitMQ's
+// /api/stream/publishers shows it, without its connection_details.
+type StreamPublisherInfo struct {
+	PublisherID uint8    `json:"publisher_id"`
+	Queue       QueueRef `json:"queue"`     // the stream
+	Reference   string   `json:"reference"` // "" when the publisher has none
+	Published   uint64   `json:"published"` // messages received
+	Confirmed   uint64   `json:"confirmed"` // messages confirmed
+	Errored     uint64   `json:"errored"`   // messages answered with PublishError
+}
+
+// StreamConsumerInfo is a stream protocol subscription as RabbitMQ's
+// /api/stream/consumers shows it, without its connection_details.
+type StreamConsumerInfo struct {
+	SubscriptionID uint8    `json:"subscription_id"`
+	Queue          QueueRef `json:"queue"` // the stream
+	// Offset is RabbitMQ's: the last offset delivered, or where the
+	// subscription starts reading before its first delivery.
+	Offset uint64 `json:"offset"`
+	// OffsetLag is how many committed records the subscription has not
+	// been sent yet; 0 for an inactive single active consumer.
+	OffsetLag uint64 `json:"offset_lag"`
+	Credits   int64  `json:"credits"`  // chunks the client allows
+	Consumed  uint64 `json:"consumed"` // records delivered
+	// Properties are the Subscribe properties (single-active-consumer,
+	// name, filter.*, ...).
+	Properties map[string]string `json:"properties"`
+	// Active is false for a waiting single active consumer;
+	// ActivityStatus is "up", "single_active" or "waiting".
+	Active         bool   `json:"active"`
+	ActivityStatus string `json:"activity_status"`
+}
+
+// ActivityStatus is RabbitMQ's activity_status of a consumer: "up" when
+// it is not a single active consumer, else "single_active" or "waiting".
+func ActivityStatus(singleActive, active bool) string {
+	switch {
+	case !singleActive:
+		return "up"
+	case active:
+		return "single_active"
+	}
+	return "waiting"
+}
+
+// SplitAddr returns the host (without brackets) and port of a TCP
+// address, for ConnInfo; other addresses give their string and 0.
+func SplitAddr(a net.Addr) (host string, port int) {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String(), ta.Port
+	}
+	if a == nil {
+		return "", 0
+	}
+	return a.String(), 0
+}
+
+// ConnName is RabbitMQ's connection name: "peer -> local", IPv6
+// addresses in brackets ("127.0.0.1:54321 -> 127.0.0.1:5672").
+func ConnName(peer, local net.Addr) string {
+	ph, pp := SplitAddr(peer)
+	lh, lp := SplitAddr(local)
+	return net.JoinHostPort(ph, strconv.Itoa(pp)) + " -> " + net.JoinHostPort(lh, strconv.Itoa(lp))
+}
+
+// connRegistry is the broker's set of open connections.
+type connRegistry struct {
+	mu struct {
+		sync.Mutex
+		conns map[*connEntry]struct{}
+	}
+}
+
+// connEntry is one registration: a connection added twice is listed
+// twice, and each remove drops only its own entry.
+type connEntry struct{ c Conn }
+
+// AddConn lists c among the broker's connections until remove is called
+// (remove is idempotent).
+func (b *Broker) AddConn(c Conn) (remove func()) {
+	e := &connEntry{c}
+	r := &b.conns
+	r.mu.Lock()
+	if r.mu.conns == nil {
+		r.mu.conns = map[*connEntry]struct{}{}
+	}
+	r.mu.conns[e] = struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.mu.conns, e)
+		r.mu.Unlock()
+	}
+}
+
+// Conns returns the connections open now, in no order.
+func (b *Broker) Conns() []Conn {
+	r := &b.conns
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Conn, 0, len(r.mu.conns))
+	for e := range r.mu.conns {
+		out = append(out, e.c)
+	}
+	return out
+}
+
+// CloseConns force-closes every connection whose Info matches, with
+// reason (see Conn.CloseForced), and returns how many it closed. It does
+// not wait for them to end.
+func (b *Broker) CloseConns(match func(ConnInfo) bool, reason string) int {
+	n := 0
+	for _, c := range b.Conns() {
+		if match(c.Info()) {
+			c.CloseForced(reason)
+			n++
+		}
+	}
+	return n
+}
