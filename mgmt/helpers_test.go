@@ -62,7 +62,7 @@ func startBroker(t testing.TB) *testBroker {
 	tb.api = New(Config{
 		Broker: b, SuperStreams: super, ConsumerGroups: ssrv.ConsumerGroups, Logger: logger, Node: "warren@test",
 		StatsInterval: -1, // the tests take the samples
-		Listeners: []Listener{{"amqp", aln.Addr()}, {"stream", sln.Addr()}, {"http", hln.Addr()}},
+		Listeners:     []Listener{{"amqp", aln.Addr()}, {"stream", sln.Addr()}, {"http", hln.Addr()}},
 	})
 	serve := func(srv interface {
 		Serve(net.Listener) error

@@ -10,4 +10,5 @@ func (s *Server) register() {
 	s.registerPolicies()
 	s.registerStreams()
 	s.registerConnections()
+	s.registerDefinitions()
 }

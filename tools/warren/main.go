@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -118,6 +119,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	if cfg.LoadDefinitions != "" {
+		// As RabbitMQ's load_definitions: applied at every start; a
+		// file that does not import stops the start.
+		if err := definitions.LoadFile(broker, cfg.LoadDefinitions); err != nil {
+			return fmt.Errorf("load_definitions %s: %w", cfg.LoadDefinitions, err)
+		}
+		logger.Info("definitions loaded", "path", cfg.LoadDefinitions)
+	}
 
 	type server interface {
 		Serve(net.Listener) error

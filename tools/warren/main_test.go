@@ -126,12 +126,21 @@ func TestParseFlagsConfigFile(t *testing.T) {
 func TestRunConfigIdentity(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "warren.conf")
+	// Definitions loaded at boot: a user with a hash RabbitMQ made (of
+	// the password "guest") and a vhost.
+	fixture := filepath.Join(dir, "definitions.json")
+	defs := `{"users":[{"name":"bob","password_hash":"siG4WwKSzqYQoDCp+2vt09giJSJWHqA249kT9GGResH3dKfS","hashing_algorithm":"rabbit_password_hashing_sha256","tags":[]}],
+		"vhosts":[{"name":"bobs"}],"permissions":[{"user":"bob","vhost":"bobs","configure":".*","write":".*","read":".*"}]}`
+	if err := os.WriteFile(fixture, []byte(defs), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	conf := `
 default_user = alice
 default_pass = 's3cret#1'
 default_vhost = prod
 default_user_tags.monitoring = true
 loopback_users = none
+load_definitions = ` + fixture + `
 `
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -175,6 +184,13 @@ loopback_users = none
 	}
 	conn.Close()
 
+	// bob from the definitions, with his RabbitMQ password.
+	conn, err = amqp091.Dial(uri("bob", "guest", "bobs"))
+	if err != nil {
+		t.Fatalf("bob from load_definitions: %v", err)
+	}
+	conn.Close()
+
 	for _, c := range []struct{ user, pass, vhost string }{
 		{"guest", "guest", ""}, {"guest", "guest", "prod"}, {"alice", "wrong", "prod"},
 	} {
@@ -193,8 +209,8 @@ loopback_users = none
 		t.Fatalf("run: %v", err)
 	}
 
-	// The catalog as the file left it: alice with her tag, vhost prod
-	// and no other, no guest.
+	// The catalog as the files left it: alice with her tag, vhosts prod
+	// and bobs, no guest.
 	b, err := queues.Open(dataDir, queues.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -203,8 +219,8 @@ loopback_users = none
 	if _, err := b.Authenticate("guest", "guest", nil); !errors.Is(err, queues.ErrAuthFailed) {
 		t.Fatalf("guest: %v, want ErrAuthFailed", err)
 	}
-	if b.VHostExists("/") || !b.VHostExists("prod") {
-		t.Fatal("vhosts: want prod and not /")
+	if b.VHostExists("/") || !b.VHostExists("prod") || !b.VHostExists("bobs") {
+		t.Fatal("vhosts: want prod and bobs, not /")
 	}
 	u, err := b.Authenticate("alice", "s3cret#1", nil)
 	if err != nil || !reflect.DeepEqual(u.Tags, []string{"monitoring"}) {
