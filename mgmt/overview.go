@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/queues"
 	"golang.org/x/sys/unix"
 )
@@ -17,9 +18,9 @@ import (
 // Version is Warren's version as the API reports it.
 var Version = "0.1.0"
 
-// managementVersion is the RabbitMQ management API version Warren's API
-// follows (clients check it for features).
-const managementVersion = "3.13.0"
+// managementVersion is the RabbitMQ version whose API and definitions
+// format Warren follows (clients check it for features).
+const managementVersion = definitions.FormatVersion
 
 func (s *Server) registerOverview() {
 	s.handle("GET", "/api/overview", accessManagement, s.overview)
