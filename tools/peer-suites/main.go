@@ -31,6 +31,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -357,8 +358,15 @@ func runInside(spec string) int {
 	return 0
 }
 
+// suiteTimeout bounds one suite's run.
+const suiteTimeout = 40 * time.Minute
+
 // runSuite runs one suite, excluding ex, and returns its results.
 func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
+	// A bound on the whole suite, for the runners that have none of
+	// their own (node's runner waits for a file's open handles).
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
 	var cmd *exec.Cmd
 	report := filepath.Join(p.Work, s.Name+"-report.json")
 	var skip []string
@@ -371,7 +379,7 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 		if len(skip) > 0 {
 			args = append(args, "-test.skip", "^("+strings.Join(skip, "|")+")$")
 		}
-		cmd = exec.Command(s.Bin, args...)
+		cmd = exec.CommandContext(ctx, s.Bin, args...)
 	case "ginkgo":
 		args := []string{"-test.timeout", "30m", "-ginkgo.no-color", "-ginkgo.json-report", report}
 		if p.Verbose {
@@ -385,15 +393,16 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 			}
 			args = append(args, "-ginkgo.skip", "^"+regexp.QuoteMeta(desc)+" ("+strings.Join(skip, "|")+")$")
 		}
-		cmd = exec.Command(s.Bin, args...)
+		cmd = exec.CommandContext(ctx, s.Bin, args...)
 	case "node":
 		// Node 20's runner cannot skip by name: excluded tests run, and
 		// their outcome is not counted.
 		args := append([]string{"--test", "--test-reporter=tap", "--test-timeout=10000"}, amqplibTests...)
-		cmd = exec.Command("node", args...)
+		cmd = exec.CommandContext(ctx, "node", args...)
 	}
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -408,11 +417,8 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 	}
 	var rs []result
 	var tap tapParser
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	goResult := regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+)`)
-	for sc.Scan() {
-		line := sc.Text()
+	readErr := readLines(out, maxLine, func(line string) {
 		fmt.Fprintln(w, line)
 		switch s.Kind {
 		case "go":
@@ -422,6 +428,9 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 		case "node":
 			tap.line(line)
 		}
+	})
+	if readErr != nil {
+		log.Printf("%s: reading its output: %v", s.Name, readErr)
 	}
 	runErr := cmd.Wait()
 	switch s.Kind {
@@ -434,6 +443,37 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 		return nil, runErr
 	}
 	return rs, nil
+}
+
+// maxLine is where readLines cuts a line. The stream-js suite prints
+// errors that embed whole HTTP responses on one line.
+const maxLine = 64 << 10
+
+// readLines calls fn with each line of r, without its newline, until EOF;
+// a line longer than max is cut to max bytes. It reads everything, so a
+// writer never blocks on a full pipe however long its lines.
+func readLines(r io.Reader, max int, fn func(string)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		frag, isPrefix, err := br.ReadLine()
+		if len(line) < max {
+			line = append(line, frag[:min(len(frag), max-len(line))]...)
+		}
+		if err != nil {
+			if len(line) > 0 {
+				fn(string(line))
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if !isPrefix {
+			fn(string(line))
+			line = line[:0]
+		}
+	}
 }
 
 // ginkgoDescription reads a Ginkgo suite's description from a dry run.

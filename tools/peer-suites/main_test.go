@@ -90,3 +90,18 @@ func TestReadGinkgo(t *testing.T) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// Ensure readLines yields every line, cuts one longer than the limit
+// instead of stopping, and keeps a last line without a newline.
+func TestReadLines(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	in := "ok 1 a\n" + long + "\nok 2 b\r\nlast"
+	var got []string
+	if err := readLines(strings.NewReader(in), 1000, func(l string) { got = append(got, l) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ok 1 a", long[:1000], "ok 2 b", "last"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d lines %.40q, want %d %.40q", len(got), got, len(want), want)
+	}
+}
