@@ -62,6 +62,33 @@ func TestTAPParser(t *testing.T) {
 	}
 }
 
+// Ensure mocha's TAP yields each test by its full title with its
+// outcome, a failed hook as a failure, log lines that merely contain
+// "ok N" as nothing, and a test reported twice once, with its worse
+// outcome.
+func TestMochaTAP(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mocha.tap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p mochaTAP
+	for _, l := range strings.Split(string(b), "\n") {
+		p.line(l)
+	}
+	got := p.results()
+	want := []result{
+		{"connect using parameters", "passed"},
+		{"connect using EXTERNAL auth", "failed"},
+		{"connect declaring connection name", "passed"},
+		{"Stream cache skipped one", "skipped"},
+		{`declare consumer "before each" hook for "declaring a consumer on an existing stream - the consumer should handle the message"`, "failed"},
+		{"publish twice", "failed"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // Ensure a Ginkgo JSON report yields one result per spec named by its
 // containers and text, failed setup nodes as failures, and successful
 // setup nodes not at all.
