@@ -64,8 +64,11 @@ func startBroker(logger *slog.Logger) (*suiteBroker, error) {
 		sb.close()
 		return nil, err
 	}
+	// The node's host is the advertised stream host, as in RabbitMQ
+	// (rabbit@<host> advertises <host>): the stream-js suite checks that
+	// a publisher connects to the host in its stream's "node".
 	api := mgmt.New(mgmt.Config{
-		Broker: b, SuperStreams: sb.super, ConsumerGroups: ss.ConsumerGroups, Logger: logger,
+		Broker: b, SuperStreams: sb.super, ConsumerGroups: ss.ConsumerGroups, Logger: logger, Node: "warren@localhost",
 		Listeners: []mgmt.Listener{{Protocol: "amqp", Addr: lns[0].Addr()}, {Protocol: "stream", Addr: lns[1].Addr()}, {Protocol: "http", Addr: lns[2].Addr()}},
 	})
 	for i, srv := range []server{as, ss, api} {
@@ -74,6 +77,34 @@ func startBroker(logger *slog.Logger) (*suiteBroker, error) {
 		sb.stops = append(sb.stops, func() { srv.Close(); <-done })
 	}
 	return sb, nil
+}
+
+// The stream-js suite's user and super stream (see the package doc).
+const (
+	streamJSUser     = "rabbit"
+	streamJSPassword = "rabbit"
+)
+
+// setup gives Warren what a suite's own CI sets up in RabbitMQ before it
+// runs.
+func (sb *suiteBroker) setup(suite string) error {
+	switch suite {
+	case "stream-js":
+		// RabbitMQ's default user as the suite's docker-compose.yaml
+		// sets it (RABBITMQ_DEFAULT_USER), and the super stream its CI
+		// adds (rabbitmq-streams add_super_stream super-stream-test
+		// --partitions 2).
+		if err := sb.b.AddUser(streamJSUser, streamJSPassword, "administrator"); err != nil {
+			return err
+		}
+		all := queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}
+		if err := sb.b.SetPermissions(streamJSUser, queues.DefaultVHost, all); err != nil {
+			return err
+		}
+		const ss = "super-stream-test"
+		return sb.super.Create(streamJSUser, queues.DefaultVHost, ss, []string{ss + "-0", ss + "-1"}, []string{"0", "1"}, nil)
+	}
+	return nil
 }
 
 func (sb *suiteBroker) close() {

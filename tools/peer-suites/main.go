@@ -5,6 +5,7 @@
 //	go run ./tools/peer-suites                       # the Go suites
 //	go run ./tools/peer-suites -suites stream-go     # one of them
 //	go run ./tools/peer-suites -amqplib ~/src/amqplib # and amqplib's
+//	go run ./tools/peer-suites -suites stream-js -stream-js /tmp/stream-js
 //
 // Suites:
 //
@@ -17,7 +18,23 @@
 //     repository at v2.0.1, since the npm package ships no tests: git
 //     clone -b v2.0.1 https://github.com/amqp-node/amqplib, then -amqplib
 //     <dir> (those three files need no npm packages). Local only: CI has
-//     no copy of that repository.
+//     no copy of that repository;
+//   - stream-js: the Node.js stream client's (rabbitmq-stream-js-client)
+//     own mocha suite, test/unit and test/e2e, as its npm test runs it
+//     (TypeScript through tsx), from a checkout of its repository at
+//     v0.6.2, since the npm package ships no tests (v0.6.2 is its newest
+//     release tag; npm's 1.0.0, which streamproto/nodejs uses, has none):
+//     git clone -b v0.6.2
+//     https://github.com/coders51/rabbitmq-stream-js-client, npm ci in it
+//     (its dev dependencies: mocha, tsx, got, amqplib...), then -stream-js
+//     <dir>. Its tests log in as rabbit/rabbit (RABBITMQ_USER,
+//     RABBITMQ_PASSWORD; one helper always uses rabbit), manage queues,
+//     exchanges and bindings through the management API, and expect a
+//     super stream super-stream-test with partitions -0 and -1 (its CI
+//     makes one with rabbitmq-streams): the harness creates that user, an
+//     administrator, and that super stream before the suite runs. It runs
+//     mocha with a reporter of its own (mocha-tap.js) and --exit. Local
+//     only, like amqplib.
 //
 // The suites expect a broker on fixed ports (localhost:5672, :5552 and
 // the management API on :15672), so the harness runs them in a private
@@ -31,6 +48,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -51,6 +69,11 @@ import (
 //go:embed exclusions.txt
 var exclusionsText string
 
+// mochaReporter is the reporter the mocha suites run with (see the file).
+//
+//go:embed mocha-tap.js
+var mochaReporter []byte
+
 // phaseEnv marks the re-executed process that runs inside the namespace;
 // its value is the JSON of the prepared suites.
 const phaseEnv = "WARREN_PEER_SUITES_RUN"
@@ -66,14 +89,16 @@ func main() {
 // suite is one client library's test suite.
 type suite struct {
 	Name   string `json:"name"`
-	Kind   string `json:"kind"` // "go" (testing), "ginkgo" or "node" (node --test)
+	Kind   string `json:"kind"` // "go" (testing), "ginkgo", "node" (node --test) or "mocha"
 	Module string `json:"module,omitempty"`
 	Pkg    string `json:"pkg,omitempty"` // package inside the module
 	Tags   string `json:"tags,omitempty"`
 	// Set by prepare:
-	Bin string   `json:"bin,omitempty"` // the test binary
-	Dir string   `json:"dir,omitempty"` // where it runs
-	Env []string `json:"env,omitempty"`
+	Bin string `json:"bin,omitempty"` // the test binary (mocha: the runner)
+	// Reporter is the mocha reporter's path.
+	Reporter string   `json:"reporter,omitempty"`
+	Dir      string   `json:"dir,omitempty"` // where it runs
+	Env      []string `json:"env,omitempty"`
 }
 
 var knownSuites = []suite{
@@ -81,6 +106,8 @@ var knownSuites = []suite{
 		Env: []string{"AMQP_URL=amqp://guest:guest@127.0.0.1:5672/"}},
 	{Name: "stream-go", Kind: "ginkgo", Module: "github.com/rabbitmq/rabbitmq-stream-go-client", Pkg: "./pkg/stream"},
 	{Name: "amqplib", Kind: "node"},
+	{Name: "stream-js", Kind: "mocha", Env: []string{
+		"RABBITMQ_USER=" + streamJSUser, "RABBITMQ_PASSWORD=" + streamJSPassword, "RABBIT_MQ_TEST_NODES=localhost:5552"}},
 }
 
 // plan is what the inside phase runs.
@@ -92,8 +119,9 @@ type plan struct {
 
 func prepareAndRun(args []string) int {
 	fs := flag.NewFlagSet("peer-suites", flag.ContinueOnError)
-	names := fs.String("suites", "amqp091-go,stream-go", "suites to run, comma-separated (amqplib needs -amqplib)")
+	names := fs.String("suites", "amqp091-go,stream-go", "suites to run, comma-separated (amqplib needs -amqplib, stream-js -stream-js)")
 	amqplib := fs.String("amqplib", "", "a checkout of github.com/amqp-node/amqplib at v2.0.1: run its suite too")
+	streamJS := fs.String("stream-js", "", "a checkout of github.com/coders51/rabbitmq-stream-js-client at v0.6.2, after npm ci: run its suite too")
 	noNetns := fs.Bool("no-netns", false, "run in this network namespace (the suites' ports must be free)")
 	verbose := fs.Bool("v", false, "show the suites' own output")
 	keep := fs.Bool("keep", false, "keep the work directory (copies of the suites, binaries, reports)")
@@ -103,6 +131,9 @@ func prepareAndRun(args []string) int {
 	want := strings.Split(*names, ",")
 	if *amqplib != "" && !slices.Contains(want, "amqplib") {
 		want = append(want, "amqplib")
+	}
+	if *streamJS != "" && !slices.Contains(want, "stream-js") {
+		want = append(want, "stream-js")
 	}
 	work, err := os.MkdirTemp("", "warren-peer-suites-work-")
 	if err != nil {
@@ -126,6 +157,8 @@ func prepareAndRun(args []string) int {
 			err = prepareGo(&s, work)
 		case "node":
 			err = prepareNode(&s, *amqplib)
+		case "mocha":
+			err = prepareMocha(&s, *streamJS, work)
 		}
 		if err != nil {
 			log.Printf("%s: %v", s.Name, err)
@@ -241,6 +274,35 @@ func prepareNode(s *suite, dir string) error {
 	return nil
 }
 
+// prepareMocha checks a rabbitmq-stream-js-client checkout with its dev
+// dependencies installed, and writes the reporter into work.
+func prepareMocha(s *suite, dir, work string) error {
+	if dir == "" {
+		return errors.New("needs -stream-js <checkout of rabbitmq-stream-js-client v0.6.2, after npm ci>")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{".mocharc.js", "test/e2e", "test/support/rabbit.ts"} {
+		if _, err := os.Stat(filepath.Join(abs, f)); err != nil {
+			return fmt.Errorf("%s is not a rabbitmq-stream-js-client checkout: %w", abs, err)
+		}
+	}
+	for _, f := range []string{"node_modules/.bin/mocha", "node_modules/.bin/tsx"} {
+		if _, err := os.Stat(filepath.Join(abs, f)); err != nil {
+			return fmt.Errorf("%s: no dev dependencies (run npm ci there): %w", abs, err)
+		}
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return err
+	}
+	s.Dir = abs
+	s.Bin = filepath.Join(abs, "node_modules/.bin/mocha")
+	s.Reporter = filepath.Join(work, "mocha-tap.js")
+	return os.WriteFile(s.Reporter, mochaReporter, 0o644)
+}
+
 // exclusion is a test the harness does not run.
 type exclusion struct {
 	suite, test, reason string
@@ -313,6 +375,11 @@ func runInside(spec string) int {
 			}
 		}
 		start := time.Now()
+		if err := sb.setup(s.Name); err != nil {
+			log.Printf("%s: set up Warren: %v", s.Name, err)
+			failed = true
+			continue
+		}
 		rs, err := runSuite(s, ex, p)
 		if err != nil {
 			log.Printf("%s: %v", s.Name, err)
@@ -321,7 +388,7 @@ func runInside(spec string) int {
 		c := counts{excluded: len(ex)}
 		for _, r := range rs {
 			if slices.ContainsFunc(ex, func(e exclusion) bool { return e.test == r.name }) {
-				continue // ran, as the runner cannot skip it (node): not counted
+				continue // ran, as the runner cannot skip it (node, a mocha hook): not counted
 			}
 			switch r.state {
 			case "passed":
@@ -357,8 +424,15 @@ func runInside(spec string) int {
 	return 0
 }
 
+// suiteTimeout bounds one suite's run.
+const suiteTimeout = 40 * time.Minute
+
 // runSuite runs one suite, excluding ex, and returns its results.
 func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
+	// A bound on the whole suite, for the runners that have none of
+	// their own (node --test, mocha).
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
 	var cmd *exec.Cmd
 	report := filepath.Join(p.Work, s.Name+"-report.json")
 	var skip []string
@@ -371,7 +445,7 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 		if len(skip) > 0 {
 			args = append(args, "-test.skip", "^("+strings.Join(skip, "|")+")$")
 		}
-		cmd = exec.Command(s.Bin, args...)
+		cmd = exec.CommandContext(ctx, s.Bin, args...)
 	case "ginkgo":
 		args := []string{"-test.timeout", "30m", "-ginkgo.no-color", "-ginkgo.json-report", report}
 		if p.Verbose {
@@ -385,15 +459,27 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 			}
 			args = append(args, "-ginkgo.skip", "^"+regexp.QuoteMeta(desc)+" ("+strings.Join(skip, "|")+")$")
 		}
-		cmd = exec.Command(s.Bin, args...)
+		cmd = exec.CommandContext(ctx, s.Bin, args...)
 	case "node":
 		// Node 20's runner cannot skip by name: excluded tests run, and
 		// their outcome is not counted.
 		args := append([]string{"--test", "--test-reporter=tap", "--test-timeout=10000"}, amqplibTests...)
-		cmd = exec.Command("node", args...)
+		cmd = exec.CommandContext(ctx, "node", args...)
+	case "mocha":
+		// As its npm test ("mocha test", with its .mocharc.js), but
+		// with a TAP reporter, and --exit: a failed test leaves its
+		// clients open, and mocha would wait for them. --grep matches
+		// a test's full title; a failing hook cannot be skipped by it,
+		// so an exclusion naming a hook drops its outcome instead.
+		args := []string{"--reporter", s.Reporter, "--exit"}
+		if len(skip) > 0 {
+			args = append(args, "--grep", "^("+strings.Join(skip, "|")+")$", "--invert")
+		}
+		cmd = exec.CommandContext(ctx, s.Bin, append(args, "test")...)
 	}
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -408,11 +494,9 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 	}
 	var rs []result
 	var tap tapParser
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var mocha mochaTAP
 	goResult := regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+)`)
-	for sc.Scan() {
-		line := sc.Text()
+	readErr := readLines(out, maxLine, func(line string) {
 		fmt.Fprintln(w, line)
 		switch s.Kind {
 		case "go":
@@ -421,7 +505,12 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 			}
 		case "node":
 			tap.line(line)
+		case "mocha":
+			mocha.line(line)
 		}
+	})
+	if readErr != nil {
+		log.Printf("%s: reading its output: %v", s.Name, readErr)
 	}
 	runErr := cmd.Wait()
 	switch s.Kind {
@@ -429,11 +518,44 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 		return readGinkgo(report)
 	case "node":
 		rs = tap.results()
+	case "mocha":
+		rs = mocha.results()
 	}
 	if runErr != nil && len(rs) == 0 {
 		return nil, runErr
 	}
 	return rs, nil
+}
+
+// maxLine is where readLines cuts a line. The stream-js suite prints
+// errors that embed whole HTTP responses on one line.
+const maxLine = 64 << 10
+
+// readLines calls fn with each line of r, without its newline, until EOF;
+// a line longer than max is cut to max bytes. It reads everything, so a
+// writer never blocks on a full pipe however long its lines.
+func readLines(r io.Reader, max int, fn func(string)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		frag, isPrefix, err := br.ReadLine()
+		if len(line) < max {
+			line = append(line, frag[:min(len(frag), max-len(line))]...)
+		}
+		if err != nil {
+			if len(line) > 0 {
+				fn(string(line))
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if !isPrefix {
+			fn(string(line))
+			line = line[:0]
+		}
+	}
 }
 
 // ginkgoDescription reads a Ginkgo suite's description from a dry run.

@@ -62,6 +62,33 @@ func TestTAPParser(t *testing.T) {
 	}
 }
 
+// Ensure mocha's TAP yields each test by its full title with its
+// outcome, a failed hook as a failure, log lines that merely contain
+// "ok N" as nothing, and a test reported twice once, with its worse
+// outcome.
+func TestMochaTAP(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mocha.tap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p mochaTAP
+	for _, l := range strings.Split(string(b), "\n") {
+		p.line(l)
+	}
+	got := p.results()
+	want := []result{
+		{"connect using parameters", "passed"},
+		{"connect using EXTERNAL auth", "failed"},
+		{"connect declaring connection name", "passed"},
+		{"Stream cache skipped one", "skipped"},
+		{`declare consumer "before each" hook for "declaring a consumer on an existing stream - the consumer should handle the message"`, "failed"},
+		{"publish twice", "failed"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // Ensure a Ginkgo JSON report yields one result per spec named by its
 // containers and text, failed setup nodes as failures, and successful
 // setup nodes not at all.
@@ -88,5 +115,20 @@ func TestReadGinkgo(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Ensure readLines yields every line, cuts one longer than the limit
+// instead of stopping, and keeps a last line without a newline.
+func TestReadLines(t *testing.T) {
+	long := strings.Repeat("x", 100_000)
+	in := "ok 1 a\n" + long + "\nok 2 b\r\nlast"
+	var got []string
+	if err := readLines(strings.NewReader(in), 1000, func(l string) { got = append(got, l) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ok 1 a", long[:1000], "ok 2 b", "last"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d lines %.40q, want %d %.40q", len(got), got, len(want), want)
 	}
 }

@@ -73,3 +73,48 @@ func (p *tapParser) results() []result {
 	p.flush()
 	return p.rs
 }
+
+// mochaTAP reads the TAP that mocha's tap reporter writes (mocha
+// --reporter tap), and mocha-tap.js, which the harness runs instead: one
+// flat line per test, "ok N <full title>" (with "#
+// SKIP -" for a pending test) or "not ok N <full title>" followed by the
+// error indented by two spaces. The full title is the describe blocks'
+// titles and the test's, space-separated (mocha's reporter removes every
+// '#' from it, mocha-tap.js does not). A
+// failed hook ("<suite> \"before each\" hook for \"<test>\"") is a failed
+// test too, as the tests it cut short never report. A test reported twice
+// (mocha reports a failure after a pass when, say, done is called twice)
+// keeps its worse outcome.
+type mochaTAP struct {
+	rs  []result
+	idx map[string]int // index in rs by name
+}
+
+var mochaResult = regexp.MustCompile(`^(ok|not ok) \d+ (.*?)( # SKIP -)?$`)
+
+func (p *mochaTAP) line(l string) {
+	m := mochaResult.FindStringSubmatch(l)
+	if m == nil {
+		return
+	}
+	r := result{name: m[2], state: "passed"}
+	switch {
+	case m[1] == "not ok":
+		r.state = "failed"
+	case m[3] != "":
+		r.state = "skipped"
+	}
+	if i, ok := p.idx[r.name]; ok {
+		if r.state == "failed" {
+			p.rs[i].state = "failed"
+		}
+		return
+	}
+	if p.idx == nil {
+		p.idx = map[string]int{}
+	}
+	p.idx[r.name] = len(p.rs)
+	p.rs = append(p.rs, r)
+}
+
+func (p *mochaTAP) results() []result { return p.rs }
