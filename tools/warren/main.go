@@ -146,6 +146,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	super := superstream.NewManager(broker)
 	var consumerGroups func() []superstream.GroupInfo
 	var mgmtListeners []mgmt.Listener
+	var node string // the management API's node name
 	if cfg.StreamListen != "" {
 		ln, err := net.Listen("tcp", cfg.StreamListen)
 		if err != nil {
@@ -168,6 +169,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		servers = append(servers, srv)
 		consumerGroups = srv.ConsumerGroups
+		// As RabbitMQ's rabbit@<host> advertising <host>: clients that
+		// look up a stream's node in the API find the host to connect to.
+		if h, _, err := net.SplitHostPort(advertise); err == nil {
+			node = "warren@" + h
+		}
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
 		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
 	}
@@ -201,7 +207,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
-			DataDir: cfg.DataDir,
+			DataDir: cfg.DataDir, Node: node,
 		}))
 		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
 	}
