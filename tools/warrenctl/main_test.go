@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -178,8 +179,14 @@ func shellWords(args []string) string {
 func checkGolden(t *testing.T, name string, args []string, code int, stdout, stderr string, replace map[string]string) {
 	t.Helper()
 	got := fmt.Sprintf("$ warrenctl %s\nexit %d\n--- stdout\n%s--- stderr\n%s", shellWords(args), code, stdout, stderr)
-	for from, to := range replace {
-		got = strings.ReplaceAll(got, from, to)
+	// Longest first: one string may contain another (a URL its host).
+	froms := make([]string, 0, len(replace))
+	for from := range replace {
+		froms = append(froms, from)
+	}
+	sort.Slice(froms, func(i, j int) bool { return len(froms[i]) > len(froms[j]) })
+	for _, from := range froms {
+		got = strings.ReplaceAll(got, from, replace[from])
 	}
 	path := filepath.Join("testdata", "golden", name+".txt")
 	if *update {
