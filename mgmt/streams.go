@@ -236,17 +236,25 @@ func (s *Server) visibleStreams(q *request, byVHost, byStream bool) ([]queues.St
 	return out, nil
 }
 
-func (s *Server) offsets(q *request, byVHost, byStream bool) error {
+// eachStream calls fn with every open stream the request's path selects
+// and the user may see, and answers with the objects fn made.
+func (s *Server) eachStream(q *request, byVHost, byStream bool, fn func(queues.StreamDef, *osiris.Stream) []obj) error {
 	defs, err := s.visibleStreams(q, byVHost, byStream)
 	if err != nil {
 		return err
 	}
 	items := []obj{}
 	for _, d := range defs {
-		st, ok := s.b.LookupStream(d.VHost, d.Name)
-		if !ok {
-			continue
+		if st, ok := s.b.LookupStream(d.VHost, d.Name); ok {
+			items = append(items, fn(d, st)...)
 		}
+	}
+	return q.list(items)
+}
+
+func (s *Server) offsets(q *request, byVHost, byStream bool) error {
+	return s.eachStream(q, byVHost, byStream, func(d queues.StreamDef, st *osiris.Stream) []obj {
+		var items []obj
 		next := st.Stats().NextOffset
 		offs := st.Offsets()
 		refs := make([]string, 0, len(offs))
@@ -261,8 +269,8 @@ func (s *Server) offsets(q *request, byVHost, byStream bool) error {
 			}
 			items = append(items, obj{"vhost": d.VHost, "stream": d.Name, "reference": r, "name": r, "offset": offs[r], "lag": lag})
 		}
-	}
-	return q.list(items)
+		return items
+	})
 }
 
 // resetOffset stores a consumer reference's offset: a number, "first",
@@ -348,24 +356,16 @@ func (s *Server) storeOffset(q *request, st *osiris.Stream, ref string, n uint64
 }
 
 func (s *Server) producers(q *request, byVHost, byStream bool) error {
-	defs, err := s.visibleStreams(q, byVHost, byStream)
-	if err != nil {
-		return err
-	}
-	items := []obj{}
-	for _, d := range defs {
-		st, ok := s.b.LookupStream(d.VHost, d.Name)
-		if !ok {
-			continue
-		}
+	return s.eachStream(q, byVHost, byStream, func(d queues.StreamDef, st *osiris.Stream) []obj {
+		var items []obj
 		for _, p := range st.Producers() {
 			items = append(items, obj{
 				"vhost": d.VHost, "stream": d.Name, "reference": p.Reference, "name": p.Reference,
 				"last_publishing_id": p.LastPublishingID, "duplicates": p.Duplicates,
 			})
 		}
-	}
-	return q.list(items)
+		return items
+	})
 }
 
 func (s *Server) consumerGroups(q *request, byVHost bool) error {

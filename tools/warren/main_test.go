@@ -34,14 +34,7 @@ func TestRunLockAndShutdown(t *testing.T) {
 	ready := make(chan readyAddrs, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, cfg, logger, ready) }()
-	var addrs readyAddrs
-	select {
-	case addrs = <-ready:
-	case err := <-errc:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	addrs := waitReady(t, ready, errc)
 	for _, addr := range []net.Addr{addrs.Stream, addrs.AMQP} {
 		c, err := net.Dial("tcp", addr.String())
 		if err != nil {
@@ -157,14 +150,7 @@ load_definitions = ` + fixture + `
 	ready := make(chan readyAddrs, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, cfg, logger, ready) }()
-	var addrs readyAddrs
-	select {
-	case addrs = <-ready:
-	case err := <-errc:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	addrs := waitReady(t, ready, errc)
 	uri := func(user, pass, vhost string) string {
 		u := url.URL{Scheme: "amqp", User: url.UserPassword(user, pass), Host: addrs.AMQP.String(), Path: "/" + vhost}
 		return u.String()
@@ -259,15 +245,7 @@ func TestRunConfigLoopbackUsers(t *testing.T) {
 	ready := make(chan readyAddrs, 1)
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, cfg, slog.New(slog.DiscardHandler), ready) }()
-	var port string
-	select {
-	case a := <-ready:
-		_, port, _ = net.SplitHostPort(a.AMQP.String())
-	case err := <-errc:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	_, port, _ := net.SplitHostPort(waitReady(t, ready, errc).AMQP.String())
 	for _, host := range []string{"127.0.0.1", other.String()} {
 		conn, err := amqp091.Dial("amqp://alice:pw@" + net.JoinHostPort(host, port) + "/")
 		if host == "127.0.0.1" {
@@ -286,4 +264,19 @@ func TestRunConfigLoopbackUsers(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("run: %v", err)
 	}
+}
+
+// waitReady waits for a run started in the test to listen, failing the
+// test if it ends or takes more than 10 s.
+func waitReady(t *testing.T, ready <-chan readyAddrs, errc <-chan error) readyAddrs {
+	t.Helper()
+	select {
+	case a := <-ready:
+		return a
+	case err := <-errc:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	return readyAddrs{}
 }
