@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/queues"
@@ -23,6 +24,10 @@ const (
 type channel struct {
 	c  *conn
 	id uint16
+
+	// publishing is set once the channel has published (RabbitMQ's
+	// publishing_mode, which its publishers gauge counts).
+	publishing atomic.Bool
 
 	// Owned by the reader goroutine.
 	state     chanState

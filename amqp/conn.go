@@ -42,6 +42,7 @@ type conn struct {
 	connectedAt int64  // Unix ms
 	ssl         bool
 	stats       netserve.Counters // the socket's; the reader and writer add to them
+	ctr         queues.Counters   // messages, for the Prometheus endpoint (queues/metrics.go)
 
 	// Set during the handshake, then read-only.
 	user          string
@@ -182,6 +183,7 @@ func (c *conn) closeChannels() {
 		c.chmu.Lock()
 		delete(c.channels, id)
 		c.chmu.Unlock()
+		c.broker.Churn().ChannelsClosed.Add(1)
 	}
 }
 
@@ -497,6 +499,7 @@ func (c *conn) dispatch(f wire.Frame) error {
 		c.chmu.Lock()
 		c.channels[f.Channel] = ch
 		c.chmu.Unlock()
+		c.broker.Churn().ChannelsOpened.Add(1)
 		c.send(f.Channel, &wire.ChannelOpenOk{})
 		return nil
 	}
@@ -532,6 +535,10 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 // channelClosed forgets a channel after its close handshake.
 func (c *conn) channelClosed(id uint16) {
 	c.chmu.Lock()
+	_, ok := c.channels[id]
 	delete(c.channels, id)
 	c.chmu.Unlock()
+	if ok {
+		c.broker.Churn().ChannelsClosed.Add(1)
+	}
 }

@@ -42,6 +42,7 @@ func (ch *channel) settle(acks []pendingAck, mode settleMode) {
 		switch mode {
 		case settleAck:
 			q.Ack(ids...)
+			ch.c.ctr.Delivery[settlerType(q)].Acknowledged.Add(uint64(len(ids)))
 		case settleRequeue:
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 			q.Requeue(ids...)
@@ -52,6 +53,16 @@ func (ch *channel) settle(acks []pendingAck, mode settleMode) {
 	}
 }
 
+// settlerType is the counters' queue type of a Settler.
+func settlerType(s queues.Settler) queues.QType {
+	if q, ok := s.(*queues.Queue); ok && q.Quorum() {
+		return queues.QTQuorum
+	} else if ok {
+		return queues.QTClassic
+	}
+	return queues.QTStream
+}
+
 // consumer is a basic.consume on this channel; it is the queue's Sink.
 type consumer struct {
 	ch      *channel
@@ -59,6 +70,7 @@ type consumer struct {
 	sub     queues.Subscription // the consumer at its queue or stream (nil for reply-to)
 	q       *queues.Queue       // a classic or quorum queue's, for kickLimit; else nil
 	noAck   bool
+	qt      queues.QType      // for the message counters
 	reply   *replyConsumer    // amq.rabbitmq.reply-to (reply_to.go; sub is nil)
 	deliver wire.BasicDeliver // reused under ch.mu
 	props   []byte            // a stream record's converted properties; one Deliver at a time
@@ -99,6 +111,7 @@ func (cs *consumer) Deliver(d *queues.Delivery) {
 	if !cs.noAck {
 		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Settler(), id: d.ID, at: monoNow()})
 	}
+	ch.c.ctr.Deliver(cs.qt, false, cs.noAck, d.Redelivered)
 	cs.deliver = wire.BasicDeliver{
 		ConsumerTag: cs.tag,
 		DeliveryTag: tag,
@@ -185,8 +198,10 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		return err
 	}
 	cs.sub = sub
+	cs.qt = queues.QTStream
 	if qc, ok := sub.(*queues.Consumer); ok {
 		cs.q = qc.Queue()
+		cs.qt = queues.QTypeOf(cs.q.Def().Type)
 	}
 	ch.mu.consumers[tag] = cs
 	if !m.NoWait {
@@ -236,6 +251,7 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		if !m.NoAck {
 			ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Queue, id: d.ID, at: monoNow()})
 		}
+		ch.c.ctr.Deliver(queues.QTypeOf(q.Def().Type), true, m.NoAck, d.Redelivered)
 		ok := &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: d.MessageCount}
 		props := queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
 		ch.c.out.frames(func(b []byte) []byte {
@@ -248,6 +264,7 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		return err
 	}
 	if !got {
+		ch.c.ctr.Delivery[queues.QTypeOf(q.Def().Type)].GetEmpty.Add(1)
 		ch.c.send(ch.id, &wire.BasicGetEmpty{})
 	}
 	return nil

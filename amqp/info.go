@@ -69,12 +69,13 @@ func (c *conn) Info() queues.ConnInfo {
 func (ch *channel) info() queues.ChannelInfo {
 	c := ch.c
 	ci := queues.ChannelInfo{
-		Number:  ch.id,
-		Name:    c.name + " (" + strconv.Itoa(int(ch.id)) + ")",
-		User:    c.user,
-		VHost:   c.vhost,
-		Confirm: ch.conf.enabled(),
-		State:   queues.StateRunning,
+		Number:     ch.id,
+		Name:       c.name + " (" + strconv.Itoa(int(ch.id)) + ")",
+		User:       c.user,
+		VHost:      c.vhost,
+		Confirm:    ch.conf.enabled(),
+		Publishing: ch.publishing.Load(),
+		State:      queues.StateRunning,
 	}
 	ch.mu.Lock()
 	if ch.mu.closed {
@@ -135,6 +136,9 @@ func (cs *consumer) info() queues.ConsumerInfo {
 // close-ok or the close timeout. The reader goroutine does the work: a
 // read deadline in the past wakes it from its read, and it finds forced
 // set (run).
+// Counters returns the connection's message counters (queues.Conn).
+func (c *conn) Counters() (queues.Proto, *queues.Counters) { return queues.ProtoAMQP091, &c.ctr }
+
 func (c *conn) CloseForced(reason string) {
 	e := newError(wire.ConnectionForced, "%s", reason)
 	if !c.forced.CompareAndSwap(nil, e) {

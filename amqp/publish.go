@@ -88,6 +88,15 @@ func (ch *channel) handleBody(payload []byte) error {
 func (ch *channel) finishPublish() error {
 	a := &ch.assembly
 	a.active, a.gotHeader = false, false
+	if !ch.publishing.Load() {
+		ch.publishing.Store(true)
+	}
+	ctr := &ch.c.ctr
+	ctr.Received.Add(1)
+	if ch.conf.enabled() {
+		ctr.ReceivedConfirm.Add(1)
+	}
+	ctr.ObserveSize(len(a.body))
 	// Topic authorisation, before the message is read, as RabbitMQ does
 	// (a missing or internal exchange is refused by the routing).
 	if err := ch.c.broker.CheckTopicPermission(ch.c.user, ch.c.vhost, a.exchange, queues.PermWrite, a.key); err != nil {
@@ -137,6 +146,7 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 	}
 	if isReplyKey(exchange, key) {
 		ch.deliverReply(exchange, key, props, body)
+		ch.c.ctr.Routed.Add(1)
 		done.complete(nil) // routed, even when the requester is gone
 		return nil
 	}
@@ -161,9 +171,7 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 		return err
 	}
 	if len(qs) == 0 {
-		if mandatory {
-			ch.sendReturn(wire.NoRoute, "NO_ROUTE", exchange, key, props, body)
-		}
+		ch.unroutable(mandatory, exchange, key, props, body)
 		done.complete(nil)
 		return nil
 	}
@@ -182,13 +190,12 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 		}
 	}
 	if len(targets) == 0 {
-		if mandatory {
-			ch.sendReturn(wire.NoRoute, "NO_ROUTE", exchange, key, props, body)
-		}
+		ch.unroutable(mandatory, exchange, key, props, body)
 		done.complete(nil)
 		return nil
 	}
 	done.expect(len(targets))
+	ch.c.ctr.Routed.Add(1)
 	ch.streamMsg = streamMessage{exchange: exchange, key: key, props: props, body: body}
 	ch.pub = queues.Publishing{Record: rec, Persistent: msg.Persistent, Stream: &ch.streamMsg, SizeHint: len(props) + len(body)}
 	queues.Publish(targets, &ch.pub, done.complete)
@@ -276,6 +283,17 @@ func typeName(v any) string {
 		return "binary"
 	}
 	return "unknown"
+}
+
+// unroutable is a message routed nowhere: returned when mandatory, else
+// dropped.
+func (ch *channel) unroutable(mandatory bool, exchange, key string, props, body []byte) {
+	if mandatory {
+		ch.c.ctr.UnroutableReturned.Add(1)
+		ch.sendReturn(wire.NoRoute, "NO_ROUTE", exchange, key, props, body)
+		return
+	}
+	ch.c.ctr.UnroutableDropped.Add(1)
 }
 
 // sendReturn sends basic.return with the message.
@@ -436,7 +454,7 @@ func (c *confirms) flush() {
 	if c.mu.closed {
 		return
 	}
-	var runStart, ackUpTo uint64
+	var runStart, ackUpTo, confirmed uint64
 	i := 0
 	for ; i < len(c.mu.pending); i++ {
 		p := c.mu.pending[i]
@@ -457,6 +475,10 @@ func (c *confirms) flush() {
 			runStart = p.seq
 		}
 		ackUpTo = p.seq
+		confirmed++
+	}
+	if confirmed > 0 {
+		c.ch.c.ctr.Confirmed.Add(confirmed)
 	}
 	if ackUpTo != 0 {
 		c.sendAck(ackUpTo, ackUpTo != runStart)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/queues"
 )
 
 // Direct reply-to (amq.rabbitmq.reply-to): a requester consumes the
@@ -127,6 +128,7 @@ func (ch *channel) deliverReply(exchange, key string, props, body []byte) {
 		return
 	}
 	to.mu.nextTag++
+	to.c.ctr.Deliver(queues.QTVolatile, false, true, false)
 	m := &wire.BasicDeliver{ConsumerTag: rc.cs.tag, DeliveryTag: to.mu.nextTag, Exchange: exchange, RoutingKey: key}
 	frameMax := to.c.frameMax
 	props, body = append([]byte(nil), props...), append([]byte(nil), body...)

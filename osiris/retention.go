@@ -35,9 +35,13 @@ func (w *writer) dropOldest(drop int) error {
 		if w.s.removeHook != nil {
 			w.s.removeHook(r.base)
 		}
+		size, _ := r.fileSize()
 		if err := r.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
+			continue
 		}
+		Metrics.RetentionSegments.Add(1)
+		Metrics.RetentionBytes.Add(uint64(size))
 	}
 	return errors.Join(errs...)
 }

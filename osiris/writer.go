@@ -386,6 +386,7 @@ func (w *writer) addBatch(b *Batch, cfg *Config) Result {
 			if dup {
 				r.Duplicates++
 				w.s.duplicates.Add(1)
+				Metrics.Duplicates.Add(1)
 				continue
 			}
 		}
@@ -536,6 +537,11 @@ func (w *writer) flush() {
 		w.werr = err
 		return
 	}
+	Metrics.BytesWritten.Add(uint64(len(w.buf)))
+	Metrics.ChunksWritten.Add(uint64(len(w.hdrs)))
+	for i := range w.hdrs {
+		Metrics.chunk(w.hdrs[i].DataLen)
+	}
 	w.s.lastWritten.Store(w.lastChunk)
 	w.dirty = true
 	w.buf = w.buf[:0]
@@ -549,10 +555,12 @@ func (w *writer) roll(cfg *Config) error {
 	if w.werr != nil {
 		return w.werr
 	}
+	start := time.Now()
 	if err := w.active.Sync(); err != nil {
 		w.werr = err
 		return err
 	}
+	Metrics.synced(time.Since(start))
 	sl := sealing{ref: w.activeRef, ext: w.active.Tail()}
 	if _, h, ok := w.active.Last(); ok {
 		sl.lastTs, sl.hasTs = h.Timestamp, true
@@ -610,6 +618,12 @@ func (w *writer) commit(cfg *Config) {
 // writer is suspended (Close after an idle period under FsyncNone).
 func (w *writer) sync() {
 	var err error
+	start := time.Now()
+	defer func() {
+		if err == nil {
+			Metrics.synced(time.Since(start))
+		}
+	}()
 	if w.active != nil {
 		err = w.active.Sync()
 	} else {

@@ -68,18 +68,21 @@ func (o Bootstrap) withDefaults() Bootstrap {
 // Broker is the model both front ends share. Its methods are safe for
 // concurrent use.
 type Broker struct {
-	dataDir   string
-	log       *slog.Logger
-	opts      Options
-	cat       *catalog
-	loopback  map[string]bool
-	topo      topoState // exchanges and bindings (topology_state.go)
-	queues    *queueRegistry
-	persist   *classic.Persister // writes the ack state of durable queues
-	qenv      *classic.Env       // what the queues see of the broker (queue_host.go)
-	pol       policyState        // policies (policy.go)
-	conns     connRegistry       // open client connections (conns.go)
-	topicAuth topicAuth          // topic permissions compiled (topic_auth.go)
+	dataDir      string
+	log          *slog.Logger
+	opts         Options
+	cat          *catalog
+	loopback     map[string]bool
+	topo         topoState // exchanges and bindings (topology_state.go)
+	queues       *queueRegistry
+	persist      *classic.Persister         // writes the ack state of durable queues
+	qenv         *classic.Env               // what the queues see of the broker (queue_host.go)
+	pol          policyState                // policies (policy.go)
+	conns        connRegistry               // open client connections (conns.go)
+	topicAuth    topicAuth                  // topic permissions compiled (topic_auth.go)
+	churn        Churn                      // connection, channel and queue churn (metrics.go)
+	streamErrs   StreamErrors               // stream protocol error responses (metrics.go)
+	deadLettered classic.DeadLetterCounters // dead-lettered messages (metrics.go)
 
 	mu struct {
 		sync.Mutex
@@ -127,7 +130,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.persist = classic.NewPersister(cat.db, opts.Logger)
-	b.qenv = &classic.Env{Broker: queueHost{b}, Persister: b.persist, Logger: opts.Logger, Now: opts.StreamOptions.Now}
+	b.qenv = &classic.Env{Broker: queueHost{b}, Persister: b.persist, Logger: opts.Logger, Now: opts.StreamOptions.Now, DeadLettered: &b.deadLettered}
 	if err := b.openStreams(); err != nil {
 		b.Close()
 		return nil, err

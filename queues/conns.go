@@ -39,6 +39,9 @@ type Conn interface {
 	// It returns at once; the connection ends on its own goroutines. It is
 	// safe to call from any goroutine, more than once.
 	CloseForced(reason string)
+	// Counters returns the connection's protocol and its message
+	// counters (metrics.go); nil counters count nothing.
+	Counters() (Proto, *Counters)
 }
 
 // ConnInfo is what RabbitMQ's /api/connections shows of a connection;
@@ -92,13 +95,16 @@ type ChannelInfo struct {
 	// PrefetchCount is basic.qos global=false: each new consumer's limit.
 	PrefetchCount int `json:"prefetch_count"`
 	// GlobalPrefetchCount is basic.qos global=true: the channel's limit.
-	GlobalPrefetchCount    int    `json:"global_prefetch_count"`
-	Confirm                bool   `json:"confirm"`
-	Transactional          bool   `json:"transactional"`
-	MessagesUnacknowledged int    `json:"messages_unacknowledged"`
-	MessagesUnconfirmed    int    `json:"messages_unconfirmed"`
-	ConsumerCount          int    `json:"consumer_count"`
-	State                  string `json:"state"` // StateRunning or StateClosing
+	GlobalPrefetchCount    int  `json:"global_prefetch_count"`
+	Confirm                bool `json:"confirm"`
+	Transactional          bool `json:"transactional"`
+	MessagesUnacknowledged int  `json:"messages_unacknowledged"`
+	MessagesUnconfirmed    int  `json:"messages_unconfirmed"`
+	ConsumerCount          int  `json:"consumer_count"`
+	// Publishing is whether the channel has published (RabbitMQ's
+	// publishing_mode; the publishers gauge counts such channels).
+	Publishing bool   `json:"-"`
+	State      string `json:"state"` // StateRunning or StateClosing
 
 	Consumers []ConsumerInfo `json:"-"` // by tag
 }
@@ -195,18 +201,24 @@ func ConnName(peer, local net.Addr) string {
 type connRegistry struct {
 	mu struct {
 		sync.Mutex
-		conns map[*connEntry]struct{}
+		conns   map[*connEntry]struct{}
+		retired retiredCounters // counters of removed entries (metrics.go)
 	}
 }
 
 // connEntry is one registration: a connection added twice is listed
 // twice, and each remove drops only its own entry.
-type connEntry struct{ c Conn }
+type connEntry struct {
+	c     Conn
+	proto Proto
+	ctr   *Counters
+}
 
 // AddConn lists c among the broker's connections until remove is called
 // (remove is idempotent).
 func (b *Broker) AddConn(c Conn) (remove func()) {
-	e := &connEntry{c}
+	e := &connEntry{c: c}
+	e.proto, e.ctr = c.Counters()
 	r := &b.conns
 	r.mu.Lock()
 	if r.mu.conns == nil {
@@ -214,10 +226,22 @@ func (b *Broker) AddConn(c Conn) (remove func()) {
 	}
 	r.mu.conns[e] = struct{}{}
 	r.mu.Unlock()
+	b.churn.ConnectionsOpened.Add(1)
 	return func() {
 		r.mu.Lock()
-		delete(r.mu.conns, e)
+		_, listed := r.mu.conns[e]
+		if listed {
+			delete(r.mu.conns, e)
+			if e.ctr != nil {
+				// Counts the connection makes after this are not kept:
+				// it has ended, bar settlements in flight.
+				e.ctr.addTo(&r.mu.retired[e.proto])
+			}
+		}
 		r.mu.Unlock()
+		if listed {
+			b.churn.ConnectionsClosed.Add(1)
+		}
 	}
 }
 

@@ -29,6 +29,8 @@ func (c *fakeConn) CloseForced(reason string) {
 	c.mu.Unlock()
 }
 
+func (c *fakeConn) Counters() (Proto, *Counters) { return ProtoAMQP091, nil }
+
 func (c *fakeConn) closes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

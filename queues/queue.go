@@ -125,6 +125,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		m, c := q.Declared()
 		return q, m, c, nil
 	}
+	b.churn.QueuesDeclared.Add(1)
 	if !b.VHostExists(def.VHost) {
 		return nil, 0, 0, Errorf(CodeNotFound, "no vhost '%s'", def.VHost)
 	}
@@ -180,6 +181,7 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	reg.mu.Lock()
 	reg.mu.queues[streamName{def.VHost, def.Name}] = q
 	reg.mu.Unlock()
+	b.churn.QueuesCreated.Add(1)
 	b.topoQueueAdded(def.VHost, def.Name, def.Durable)
 	q.Start()
 	return q, 0, 0, nil
@@ -378,6 +380,7 @@ func (b *Broker) unregisterQueueLocked(reg *queueRegistry, q *Queue) error {
 	reg.mu.Lock()
 	delete(reg.mu.queues, streamName{def.VHost, def.Name})
 	reg.mu.Unlock()
+	b.churn.QueuesDeleted.Add(1)
 	var err error
 	if def.Durable {
 		err = b.cat.delete(queueKey(def.VHost, def.Name))

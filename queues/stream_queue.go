@@ -361,6 +361,7 @@ func (b *Broker) createStreamLocked(vhost, name string, args map[string]string) 
 	b.mu.streams[streamName{vhost, name}] = s
 	b.mu.Unlock()
 	b.topoQueueAdded(vhost, name, true)
+	b.churn.QueuesCreated.Add(1)
 	return nil
 }
 
@@ -380,6 +381,7 @@ func (b *Broker) deleteStreamLocked(vhost, name string) (*osiris.Stream, []func(
 		return nil, nil, err
 	}
 	delete(b.mu.streams, streamName{vhost, name})
+	b.churn.QueuesDeleted.Add(1)
 	watchers := make([]func(string, string), 0, len(b.mu.watchers))
 	for _, w := range b.mu.watchers {
 		watchers = append(watchers, w)

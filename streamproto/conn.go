@@ -41,7 +41,8 @@ type conn struct {
 	name        string // RabbitMQ's "peer -> local"
 	connectedAt int64  // Unix ms
 	stats       netserve.Counters
-	forced      chan struct{} // closed by CloseForced; forceOnce guards the close
+	ctr         queues.Counters // messages, for the Prometheus endpoint (queues/metrics.go)
+	forced      chan struct{}   // closed by CloseForced; forceOnce guards the close
 	forceOnce   sync.Once
 
 	// Owned by the reader goroutine (serve). Those the handshake sets
@@ -351,6 +352,7 @@ func (c *conn) dispatch(body []byte) error {
 
 // respond queues a response with only a code.
 func (c *conn) respond(key wire.Key, corr uint32, code wire.Code) {
+	c.countCode(code)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, key, corr, code)
 		return wire.EndFrame(b, start)
@@ -359,6 +361,7 @@ func (c *conn) respond(key wire.Key, corr uint32, code wire.Code) {
 
 // respondU64 queues a response with a code and one u64 field.
 func (c *conn) respondU64(key wire.Key, corr uint32, code wire.Code, v uint64) {
+	c.countCode(code)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, key, corr, code)
 		b = wire.AppendU64(b, v)
@@ -366,8 +369,17 @@ func (c *conn) respondU64(key wire.Key, corr uint32, code wire.Code, v uint64) {
 	})
 }
 
+// countCode counts an error response code for the Prometheus endpoint
+// (RabbitMQ's rabbitmq_global_stream_error_*_total).
+func (c *conn) countCode(code wire.Code) {
+	if code != wire.CodeOK {
+		c.srv.broker.StreamErrors()[uint8(code)].Add(1)
+	}
+}
+
 // closeWith queues a server-initiated Close.
 func (c *conn) closeWith(code wire.Code, reason string) {
+	c.countCode(code)
 	c.closing = true
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginFrame(b, wire.KeyClose, 1)

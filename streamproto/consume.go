@@ -296,6 +296,9 @@ func (s *subscription) deliver(d *delivery) {
 		if v2 {
 			committed = uint64(max(s.s.CommittedChunkID(), 0))
 		}
+		// Counted before the client can see it, so that a client that
+		// has its messages finds them counted.
+		c.ctr.Delivery[queues.QTStream].Delivered.Add(uint64(h.NumRecords))
 		ok := c.out.deliver(func(b []byte) []byte {
 			start := len(b)
 			b = append(b, 0, 0, 0, 0)

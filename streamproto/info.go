@@ -121,6 +121,9 @@ func (s *subscription) info(vhost string) queues.StreamConsumerInfo {
 // goroutine, woken by a read deadline in the past (or from waiting for
 // publish credits), stops the subscriptions, lets the writer send what is
 // queued and closes the socket.
+// Counters returns the connection's message counters (queues.Conn).
+func (c *conn) Counters() (queues.Proto, *queues.Counters) { return queues.ProtoStream, &c.ctr }
+
 func (c *conn) CloseForced(reason string) {
 	c.forceOnce.Do(func() {
 		c.log.Info("closing stream connection", "reason", reason)

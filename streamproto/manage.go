@@ -115,6 +115,7 @@ func (c *conn) handleStreamStats(r *reader) {
 	default:
 		st = s.Stats()
 	}
+	c.countCode(code)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, wire.KeyStreamStats, corr, code)
 		if code != wire.CodeOK {
@@ -192,6 +193,7 @@ func (c *conn) handleResolveOffsetSpec(r *reader) {
 			rd.Close()
 		}
 	}
+	c.countCode(code)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, wire.KeyResolveOffsetSpec, corr, code)
 		b = wire.AppendU16(b, wire.OffsetTypeOffset)
@@ -226,6 +228,7 @@ func (c *conn) handlePartitions(r *reader) {
 
 // respondStrings queues a response with a code and a string array.
 func (c *conn) respondStrings(key wire.Key, corr uint32, code wire.Code, list []string) {
+	c.countCode(code)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, key, corr, code)
 		b = wire.AppendU32(b, uint32(len(list)))

@@ -157,6 +157,7 @@ func (pf *pubFrame) done(res osiris.Result) {
 		c.publishErrors(pubID, errs)
 	} else {
 		pf.pub.confirmed.Add(uint64(len(msgs)))
+		c.ctr.Confirmed.Add(uint64(len(msgs)))
 		c.out.frame(func(b []byte) []byte {
 			b, start := wire.BeginFrame(b, wire.KeyPublishConfirm, 1)
 			b = append(b, pubID)
@@ -235,6 +236,11 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		}
 		msgs = nil
 	}
+	// As RabbitMQ's stream reader: every message of the frame counts as
+	// received, each expecting a confirm.
+	c.ctr.Received.Add(uint64(n))
+	c.ctr.ReceivedConfirm.Add(uint64(n))
+	c.ctr.ReceivedBytes.Add(uint64(len(body)))
 	if p != nil {
 		p.published.Add(uint64(n))
 		if len(failed) > 0 {
@@ -259,6 +265,9 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 }
 
 func (c *conn) publishErrors(pubID uint8, errs []publishedID) {
+	for _, e := range errs {
+		c.countCode(e.code)
+	}
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginFrame(b, wire.KeyPublishError, 1)
 		b = append(b, pubID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warren-mq/warren/queues/qerr"
 )
@@ -32,6 +33,36 @@ import (
 // The copy is a new record in each target's log: a different queue's log
 // cannot share this one's bytes.
 
+// DeadLetterCounters count dead-lettered messages as RabbitMQ's
+// rabbitmq_global_messages_dead_lettered_*_total do: by source queue
+// type (0 classic, 1 quorum), dead-letter strategy (0 "disabled": the
+// queue has no dead-letter exchange and the message is dropped; 1
+// "at_most_once": it has one) and reason (rejected, expired, maxlen,
+// delivery_limit, in that order). They count where the message dies, on
+// the queue's own paths, which are not the publish or deliver paths.
+type DeadLetterCounters [2][2][4]atomic.Uint64
+
+// Load returns a counter: quorum or classic, with or without a
+// dead-letter exchange, and reason 0 rejected, 1 expired, 2 maxlen, 3
+// delivery_limit.
+func (c *DeadLetterCounters) Load(quorum, withDLX bool, reason int) uint64 {
+	return c[b2i(quorum)][b2i(withDLX)][reason].Load()
+}
+
+func (c *DeadLetterCounters) add(quorum, withDLX bool, reason deathReason, n uint64) {
+	if c == nil || reason < reasonRejected || reason > reasonDeliveryLimit || n == 0 {
+		return
+	}
+	c[b2i(quorum)][b2i(withDLX)][reason-reasonRejected].Add(n)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // dlWork is dead-lettering to do.
 type dlWork struct {
 	r      idRange // claimed message ids, when rec is nil
@@ -49,11 +80,13 @@ const dlBatch = 256
 func (q *Queue) deadFn(reason deathReason) func(r idRange) {
 	if !q.config().hasDLX {
 		return func(r idRange) {
+			q.env.DeadLettered.add(q.Quorum(), false, reason, r.hi-r.lo)
 			q.mu.settled.AddRange(r.lo, r.hi)
 			q.markDirtyLocked()
 		}
 	}
 	return func(r idRange) {
+		q.env.DeadLettered.add(q.Quorum(), true, reason, r.hi-r.lo)
 		q.mu.claimed.AddRange(r.lo, r.hi)
 		if n := len(q.mu.dl); n > 0 && q.mu.dl[n-1].rec == nil && q.mu.dl[n-1].reason == reason && q.mu.dl[n-1].r.hi == r.lo {
 			q.mu.dl[n-1].r.hi = r.hi
@@ -68,6 +101,7 @@ func (q *Queue) deadFn(reason deathReason) func(r idRange) {
 // entry size).
 // REQUIRES: q.mu held.
 func (q *Queue) deadRecordLocked(rec []byte, reason deathReason) {
+	q.env.DeadLettered.add(q.Quorum(), true, reason, 1)
 	q.mu.dl = append(q.mu.dl, dlWork{rec: rec, reason: reason})
 	q.startDeadLetterLocked()
 }

@@ -52,4 +52,7 @@ type Env struct {
 	Persister *Persister // writes the ack state of durable queues (persist.go)
 	Logger    *slog.Logger
 	Now       func() time.Time // the clock; nil: time.Now
+	// DeadLettered counts dead-lettered messages (dlx.go); nil counts
+	// nothing.
+	DeadLettered *DeadLetterCounters
 }
