@@ -1,6 +1,6 @@
 // Package mgmttest starts a whole Warren in a test: the model, AMQP
-// 0-9-1, the stream protocol and the management API on free loopback
-// ports, for tests of programs that talk to the API (warrenctl).
+// 0-9-1, the stream protocol, the management API and the Prometheus
+// endpoint on free loopback ports, for tests of programs that talk to the API (warrenctl).
 package mgmttest
 
 import (
@@ -11,6 +11,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/mgmt"
+	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
 	"github.com/warren-mq/warren/superstream"
@@ -23,6 +24,7 @@ type Broker struct {
 	AMQPAddr   string // host:port
 	StreamAddr string // host:port, also what stream clients are told
 	URL        string // the API's base URL, http://host:port
+	MetricsURL string // the Prometheus endpoint's base URL, http://host:port
 
 	stops []func()
 }
@@ -35,7 +37,8 @@ func Start(t testing.TB) *Broker {
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	b, err := queues.Open(t.TempDir(), queues.Options{Logger: logger})
+	dataDir := t.TempDir()
+	b, err := queues.Open(dataDir, queues.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func Start(t testing.TB) *Broker {
 	tb.stops = append(tb.stops, func() { b.Close() })
 	t.Cleanup(tb.stop)
 	var lns []net.Listener
-	for range 3 {
+	for range 4 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +54,7 @@ func Start(t testing.TB) *Broker {
 		lns = append(lns, ln)
 		tb.stops = append(tb.stops, func() { ln.Close() })
 	}
-	aln, sln, hln := lns[0], lns[1], lns[2]
+	aln, sln, hln, pln := lns[0], lns[1], lns[2], lns[3]
 	super := superstream.NewManager(b)
 	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger})
 	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super})
@@ -62,15 +65,17 @@ func Start(t testing.TB) *Broker {
 		Broker: b, SuperStreams: super, ConsumerGroups: ssrv.ConsumerGroups, Logger: logger, Node: "warren@test",
 		Listeners: []mgmt.Listener{{Protocol: "amqp", Addr: aln.Addr()}, {Protocol: "stream", Addr: sln.Addr()}, {Protocol: "http", Addr: hln.Addr()}},
 	})
+	psrv := prom.New(prom.Config{Broker: b, Node: "warren@test", Logger: logger, DataDir: dataDir})
 	for i, srv := range []interface {
 		Serve(net.Listener) error
 		Close() error
-	}{asrv, ssrv, tb.API} {
+	}{asrv, ssrv, tb.API, psrv} {
 		done := make(chan struct{})
 		go func() { srv.Serve(lns[i]); close(done) }()
 		tb.stops = append(tb.stops, func() { srv.Close(); <-done })
 	}
 	tb.AMQPAddr, tb.StreamAddr, tb.URL = aln.Addr().String(), sln.Addr().String(), "http://"+hln.Addr().String()
+	tb.MetricsURL = "http://" + pln.Addr().String()
 	return tb
 }
 
