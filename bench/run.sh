@@ -124,10 +124,13 @@ start_warren() { # start_warren TARGET [keep]: a fresh data dir unless keep
 	for a in $amqp $stream; do
 		! port_open "$a" || { log "$a is already in use (another broker?): set WARREN_BENCH_AMQP/WARREN_BENCH_STREAM"; exit 1; }
 	done
-	# The management API stays off: two Warrens run side by side, and a
-	# baseline from before it has no -http-listen flag.
-	local http=()
-	if "$OUT/bin/$t" -h 2>&1 | grep -q -- -http-listen; then http=(-http-listen ""); fi
+	# The management API and the metrics stay off: two Warrens run side by
+	# side, and a baseline from before them has no -http-listen or
+	# -prometheus-listen flag.
+	local http=() help
+	help=$("$OUT/bin/$t" -h 2>&1 || true)
+	if grep -q -- -http-listen <<<"$help"; then http=(-http-listen ""); fi
+	if grep -q -- -prometheus-listen <<<"$help"; then http+=(-prometheus-listen ""); fi
 	"$OUT/bin/$t" -data-dir "$OUT/$t-data" -amqp-listen $amqp -stream-listen $stream \
 		-stream-advertise $stream -log-level warn "${http[@]}" >>"$OUT/$t.log" 2>&1 &
 	WARREN_PID[$t]=$!

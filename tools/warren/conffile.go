@@ -133,6 +133,18 @@ var confKeys = []struct {
 		}
 		return nil
 	}},
+	{"prometheus.tcp.port", func(s *confState, e rabbitconf.Entry) error {
+		s.promPort = e.Value
+		_, err := rabbitconf.ParsePort(e.Value)
+		return err
+	}},
+	{"prometheus.tcp.ip", func(s *confState, e rabbitconf.Entry) error {
+		s.promIP = e.Value
+		if _, err := netip.ParseAddr(e.Value); err != nil {
+			return fmt.Errorf("%q is not an IP address", e.Value)
+		}
+		return nil
+	}},
 	{"load_definitions", setDefinitions},
 	{"management.load_definitions", setDefinitions},
 	{"log.console", func(s *confState, e rabbitconf.Entry) error {
@@ -180,6 +192,7 @@ type confState struct {
 	amqp, stream                 listenerKeys
 	advertiseHost, advertisePort *rabbitconf.Entry
 	httpIP, httpPort             string
+	promIP, promPort             string
 	defaultUser, defaultPass     *rabbitconf.Entry
 	tags                         []string                     // nil: no default_user_tags key
 	perms                        map[string]*rabbitconf.Entry // default_permissions.<kind>
@@ -265,6 +278,9 @@ func (s *confState) finish() {
 	}
 	if s.httpIP != "" || s.httpPort != "" {
 		s.cfg.HTTPListen = net.JoinHostPort(s.httpIP, cmp.Or(s.httpPort, "15672"))
+	}
+	if s.promIP != "" || s.promPort != "" {
+		s.cfg.PrometheusListen = net.JoinHostPort(s.promIP, cmp.Or(s.promPort, "15692"))
 	}
 	s.finishBootstrap()
 	switch {

@@ -38,6 +38,8 @@ channel_max = 128
 deprecated_features.permit.transient_nonexcl_queues = false
 management.tcp.port = 15673
 management.tcp.ip = 127.0.0.1
+prometheus.tcp.port = 15693
+prometheus.tcp.ip = 127.0.0.1
 load_definitions = /etc/warren/definitions.json
 default_vhost = prod
 default_user = alice
@@ -76,6 +78,7 @@ warren.debug_listen = 127.0.0.1:6060
 		LogLevel:                  "warning",
 		DebugListen:               "127.0.0.1:6060",
 		HTTPListen:                "127.0.0.1:15673",
+		PrometheusListen:          "127.0.0.1:15693",
 		LoadDefinitions:           "/etc/warren/definitions.json",
 		Bootstrap: queues.Bootstrap{
 			User: "alice", Password: "pa#ss word", VHost: "prod",

@@ -49,6 +49,10 @@ type Config struct {
 	// HTTPListen is the management HTTP API's listen address; empty
 	// turns it off.
 	HTTPListen string
+	// PrometheusListen is the Prometheus endpoint's listen address
+	// (/metrics, /metrics/per-object, /metrics/detailed); empty turns it
+	// off.
+	PrometheusListen string
 	// LoadDefinitions is the path of a definitions file (RabbitMQ's JSON
 	// export) to import at start; empty: none.
 	LoadDefinitions string
@@ -68,6 +72,7 @@ func defaults() Config {
 		RetentionInterval: "1m",
 		LogLevel:          "info",
 		HTTPListen:        ":15672",
+		PrometheusListen:  ":15692",
 	}
 }
 
@@ -79,6 +84,7 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.StreamListen, "stream-listen", cfg.StreamListen, "stream protocol listen address (empty: off)")
 	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>; an empty host or port takes its default)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "management HTTP API listen address (empty: off)")
+	fs.StringVar(&cfg.PrometheusListen, "prometheus-listen", cfg.PrometheusListen, "Prometheus metrics listen address (empty: off)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warning, error or none (RabbitMQ's levels; slog's warn and INFO+2 forms too)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
 	return configFile

@@ -72,6 +72,7 @@ func TestKillChild(t *testing.T) {
 	cfg.AMQPListen = "127.0.0.1:0"
 	cfg.StreamListen = ""
 	cfg.HTTPListen = ""
+	cfg.PrometheusListen = ""
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ready := make(chan readyAddrs, 1)
 	go func() {

@@ -3,6 +3,7 @@
 //	go run ./tools/warren [-config warren.conf] [-data-dir warren-data]
 //	                      [-amqp-listen :5672] [-stream-listen :5552]
 //	                      [-stream-advertise localhost:5552] [-http-listen :15672]
+//	                      [-prometheus-listen :15692]
 //	                      [-log-level info] [-debug-listen 127.0.0.1:6060]
 //
 // It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
@@ -14,7 +15,7 @@
 // -config names a file in RabbitMQ's rabbitmq.conf syntax (key = value,
 // # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
 // stream.*, heartbeat, frame_max, channel_max, default_user and the
-// other default_* keys, loopback_users, management.tcp.*,
+// other default_* keys, loopback_users, management.tcp.*, prometheus.tcp.*,
 // load_definitions, log.console.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
 // warren.debug_listen); warren.conf.example lists them all. A key of
@@ -39,6 +40,7 @@ import (
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/mgmt"
+	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
@@ -94,12 +96,13 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // readyAddrs are the bound listen addresses (nil for a protocol that is
 // off).
 type readyAddrs struct {
-	Stream, AMQP, HTTP net.Addr
+	Stream, AMQP, HTTP, Prometheus net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
 // receives the bound addresses once listening.
 func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- readyAddrs) error {
+	started := time.Now()
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -210,6 +213,19 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			DataDir: cfg.DataDir, Node: node,
 		}))
 		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
+	}
+	if cfg.PrometheusListen != "" {
+		ln, err := net.Listen("tcp", cfg.PrometheusListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("prometheus listener: %w", err)
+		}
+		listeners = append(listeners, ln)
+		addrs.Prometheus = ln.Addr()
+		servers = append(servers, prom.New(prom.Config{
+			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
+		}))
+		logger.Info("Prometheus metrics listening", "addr", ln.Addr().String())
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)

@@ -29,6 +29,7 @@ func TestRunLockAndShutdown(t *testing.T) {
 	cfg.StreamListen = "127.0.0.1:0"
 	cfg.AMQPListen = "127.0.0.1:0"
 	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.PrometheusListen = "127.0.0.1:0"
 	logger := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan readyAddrs, 1)
@@ -140,7 +141,7 @@ load_definitions = ` + fixture + `
 	}
 	dataDir := filepath.Join(dir, "data")
 	cfg, err := parseFlags([]string{"-config", path, "-data-dir", dataDir,
-		"-amqp-listen", "127.0.0.1:0", "-stream-listen", "", "-http-listen", ""})
+		"-amqp-listen", "127.0.0.1:0", "-stream-listen", "", "-http-listen", "", "-prometheus-listen", ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestRunConfigLoopbackUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := parseFlags([]string{"-config", path, "-data-dir", filepath.Join(dir, "data"),
-		"-amqp-listen", ":0", "-stream-listen", "", "-http-listen", ""})
+		"-amqp-listen", ":0", "-stream-listen", "", "-http-listen", "", "-prometheus-listen", ""})
 	if err != nil {
 		t.Fatal(err)
 	}
