@@ -20,6 +20,8 @@
 #                                       WARREN_BENCH_RABBIT_MGMT=1 (the
 #                                       management plugin costs CPU: off for
 #                                       benchmarks, on for behaviour checks)
+#   Prometheus        127.0.0.1:15998   WARREN_BENCH_RABBIT_PROMETHEUS_PORT, only
+#                                       with WARREN_BENCH_RABBIT_PROMETHEUS=1
 #
 # All state (mnesia, logs, config, pid file) lives under
 # WARREN_BENCH_RABBIT_DIR (default /tmp/warren-bench-rabbitmq); start wipes
@@ -36,6 +38,8 @@ DIST_PORT=${WARREN_BENCH_RABBIT_DIST_PORT:-25999}
 EPMD_PORT=${WARREN_BENCH_RABBIT_EPMD_PORT:-14369}
 MGMT=${WARREN_BENCH_RABBIT_MGMT:-0}
 MGMT_PORT=${WARREN_BENCH_RABBIT_MGMT_PORT:-15999}
+PROM=${WARREN_BENCH_RABBIT_PROMETHEUS:-0}
+PROM_PORT=${WARREN_BENCH_RABBIT_PROMETHEUS_PORT:-15998}
 BASE=${WARREN_BENCH_RABBIT_DIR:-/tmp/warren-bench-rabbitmq}
 START_TIMEOUT=${WARREN_BENCH_RABBIT_TIMEOUT:-120}
 HOST=127.0.0.1
@@ -133,12 +137,16 @@ stream.advertised_port = $STREAM_PORT
 log.console = false
 log.file.level = info
 EOF
+	local plugins=rabbitmq_stream
 	if [[ $MGMT == 1 ]]; then
 		printf 'management.tcp.ip = %s\nmanagement.tcp.port = %s\n' "$HOST" "$MGMT_PORT" >>"$BASE/rabbitmq.conf"
-		echo '[rabbitmq_stream,rabbitmq_stream_management,rabbitmq_management].' >"$BASE/enabled_plugins"
-	else
-		echo '[rabbitmq_stream].' >"$BASE/enabled_plugins"
+		plugins+=,rabbitmq_stream_management,rabbitmq_management
 	fi
+	if [[ $PROM == 1 ]]; then
+		printf 'prometheus.tcp.ip = %s\nprometheus.tcp.port = %s\n' "$HOST" "$PROM_PORT" >>"$BASE/rabbitmq.conf"
+		plugins+=,rabbitmq_prometheus
+	fi
+	echo "[$plugins]." >"$BASE/enabled_plugins"
 	if [[ $(id -u) -eq 0 ]]; then
 		chown -R "$RABBIT_USER:$RABBIT_USER" "$BASE"
 	fi

@@ -269,6 +269,9 @@ func (sc *scrape) connFamilies(e *emitter, d *data) {
 		emit("consumer_prefetch", "Limit of unacknowledged messages for each consumer", gauge, chans(func(c *queues.ChannelInfo) float64 { return float64(c.PrefetchCount) }))
 		emit("channel_prefetch", "Deprecated and will be removed in a future version", gauge, chans(func(c *queues.ChannelInfo) float64 { return float64(c.GlobalPrefetchCount) }))
 	}
+	if !per {
+		sc.channelTotals(e, d)
+	}
 	if sc.want("connection_coarse_metrics") {
 		emit("connection_incoming_bytes_total", "Total number of bytes received on a connection", counter, conns(func(c *queues.ConnInfo) float64 { return float64(c.RecvOct) }))
 		emit("connection_outgoing_bytes_total", "Total number of bytes sent on a connection", counter, conns(func(c *queues.ConnInfo) float64 { return float64(c.SendOct) }))
@@ -278,6 +281,40 @@ func (sc *scrape) connFamilies(e *emitter, d *data) {
 		emit("connection_outgoing_packets_total", "Total number of packets sent on a connection", counter, conns(func(c *queues.ConnInfo) float64 { return float64(c.SendCnt) }))
 		emit("connection_channels", "Channels on a connection", gauge, conns(func(c *queues.ConnInfo) float64 { return float64(c.Channels) }))
 	}
+}
+
+// channelTotals emits the channel_exchange, channel_queue and
+// channel_queue_exchange families in aggregated mode: sums over every
+// channel, which are AMQP 0-9-1's counters (Warren counts per
+// connection, so per-object mode has no per-channel samples of them).
+func (sc *scrape) channelTotals(e *emitter, d *data) {
+	v := sc.s.cfg.Broker.ProtoCounters(queues.ProtoAMQP091)
+	var dv queues.DeliveryValues
+	for _, x := range v.Delivery {
+		dv.GetManualAck += x.GetManualAck
+		dv.GetAutoAck += x.GetAutoAck
+		dv.ConsumeManualAck += x.ConsumeManualAck
+		dv.ConsumeAutoAck += x.ConsumeAutoAck
+		dv.Redelivered += x.Redelivered
+		dv.Acknowledged += x.Acknowledged
+		dv.GetEmpty += x.GetEmpty
+	}
+	e.one("channel_messages_published_total", "Total number of messages published into an exchange on a channel", counter, float64(v.Received))
+	e.one("channel_messages_confirmed_total", "Total number of messages published into an exchange and confirmed on the channel", counter, float64(v.Confirmed))
+	e.one("channel_messages_unroutable_returned_total", "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable", counter, float64(v.UnroutableReturned))
+	e.one("channel_messages_unroutable_dropped_total", "Total number of messages published as non-mandatory into an exchange and dropped as unroutable", counter, float64(v.UnroutableDropped))
+	e.one("channel_get_ack_total", "Total number of messages fetched with basic.get in manual acknowledgement mode", counter, float64(dv.GetManualAck))
+	e.one("channel_get_total", "Total number of messages fetched with basic.get in automatic acknowledgement mode", counter, float64(dv.GetAutoAck))
+	e.one("channel_messages_delivered_ack_total", "Total number of messages delivered to consumers in manual acknowledgement mode", counter, float64(dv.ConsumeManualAck))
+	e.one("channel_messages_delivered_total", "Total number of messages delivered to consumers in automatic acknowledgement mode", counter, float64(dv.ConsumeAutoAck))
+	e.one("channel_messages_redelivered_total", "Total number of messages redelivered to consumers", counter, float64(dv.Redelivered))
+	e.one("channel_messages_acked_total", "Total number of messages acknowledged by consumers", counter, float64(dv.Acknowledged))
+	e.one("channel_get_empty_total", "Total number of times basic.get operations fetched no message", counter, float64(dv.GetEmpty))
+	var published uint64
+	for i := range d.queues {
+		published += d.queues[i].ctr.Published
+	}
+	e.one("queue_messages_published_total", "Total number of messages published into a queue through an exchange on a channel", counter, float64(published))
 }
 
 // totals emits RabbitMQ's TOTALS: what is open now.

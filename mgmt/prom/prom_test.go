@@ -355,6 +355,12 @@ func TestMetricsCountWhatClientsDid(t *testing.T) {
 	delta(t, before, after, 50, "rabbitmq_global_messages_delivered_total", "protocol", "stream", "queue_type", "rabbit_stream_queue")
 	delta(t, before, after, 1, "rabbitmq_global_stream_error_stream_does_not_exist_total", strm...)
 	delta(t, before, after, 3, "rabbitmq_queues_created_total")
+	// Aggregated channel families: the AMQP 0-9-1 sums.
+	delta(t, before, after, 116, "rabbitmq_channel_messages_published_total")
+	delta(t, before, after, 7, "rabbitmq_channel_get_ack_total")
+	delta(t, before, after, 63, "rabbitmq_channel_messages_delivered_ack_total")
+	delta(t, before, after, 65, "rabbitmq_channel_messages_acked_total")
+	delta(t, before, after, 111, "rabbitmq_queue_messages_published_total")
 	delta(t, before, after, 116, "rabbitmq_message_size_bytes", amqp...) // the histogram's count
 	if got := after.value(t, "rabbitmq_global_publishers", amqp...); got != 1 {
 		t.Errorf("amqp091 publishers %v, want 1 (the one channel that published)", got)
