@@ -48,6 +48,13 @@ func (ch *channel) settle(acks []pendingAck, mode settleMode) {
 			q.Requeue(ids...)
 		case settleDiscard:
 			q.Discard(ids...)
+			if qq, ok := q.(*queues.Queue); ok {
+				// This channel's next basic.get (or declare, purge,
+				// delete) waits until the messages it rejected are
+				// dead-lettered, as it waits for its own publishes.
+				ch.barrier.add()
+				qq.WaitDeadLetters(ch.barrier.release)
+			}
 		}
 		acks = rest
 	}

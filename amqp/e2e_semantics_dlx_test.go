@@ -198,3 +198,31 @@ func TestSemanticsDeadLetterMerging(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a channel that rejects a message sees its dead-lettered copy in
+// its next basic.get, as it sees its own publishes: the get waits for the
+// dead-letter worker. (amqp091-go's TestDeclareArgsRejectToDeadLetterQueue
+// spins ten gets after a reject and failed now and then without this.)
+func TestSemanticsDeadLetterVisibleToRejectingChannel(t *testing.T) {
+	tb := startBroker(t, brokerOpts{})
+	_, ch := tb.channel(t)
+	must(t, ch.ExchangeDeclare("dlx", "fanout", false, false, false, false, nil))
+	declareArgs(t, ch, "dead", false, nil)
+	must(t, ch.QueueBind("dead", "", "dlx", false, nil))
+	declareArgs(t, ch, "src", false, amqp091.Table{"x-dead-letter-exchange": "dlx"})
+	for i := range 20 {
+		must(t, ch.Publish("", "src", false, false, amqp091.Publishing{Body: []byte{byte(i)}}))
+		d, ok, err := ch.Get("src", false)
+		if err != nil || !ok {
+			t.Fatalf("get %d from src: %v %v", i, ok, err)
+		}
+		must(t, d.Reject(false))
+		dd, ok, err := ch.Get("dead", true)
+		if err != nil || !ok {
+			t.Fatalf("round %d: the rejected message is not in the dead-letter queue at the next get (%v %v)", i, ok, err)
+		}
+		if len(dd.Body) != 1 || dd.Body[0] != byte(i) {
+			t.Fatalf("round %d: dead-lettered %v", i, dd.Body)
+		}
+	}
+}

@@ -92,6 +92,7 @@ func (q *Queue) deadFn(reason deathReason) func(r idRange) {
 			q.mu.dl[n-1].r.hi = r.hi
 		} else {
 			q.mu.dl = append(q.mu.dl, dlWork{r: r, reason: reason})
+			q.mu.dlQueued++
 		}
 		q.startDeadLetterLocked()
 	}
@@ -103,6 +104,7 @@ func (q *Queue) deadFn(reason deathReason) func(r idRange) {
 func (q *Queue) deadRecordLocked(rec []byte, reason deathReason) {
 	q.env.DeadLettered.add(q.Quorum(), true, reason, 1)
 	q.mu.dl = append(q.mu.dl, dlWork{rec: rec, reason: reason})
+	q.mu.dlQueued++
 	q.startDeadLetterLocked()
 }
 
@@ -131,6 +133,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 	var settle []idRange
 	var wg sync.WaitGroup
 	var dst []string
+	var finished uint64 // items of the last batch taken whole
 	for {
 		q.mu.Lock()
 		for _, r := range settle {
@@ -141,9 +144,13 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 			q.markDirtyLocked()
 		}
 		settle = settle[:0]
+		q.mu.dlFinished += finished
+		finished = 0
+		ready := q.takeDLWaitersLocked()
 		if q.mu.closed || len(q.mu.dl) == 0 {
 			q.mu.dlRunning = false
 			q.mu.Unlock()
+			runDLWaiters(ready)
 			return
 		}
 		batch = batch[:0]
@@ -152,6 +159,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 			if w.rec != nil {
 				batch = append(batch, *w)
 				q.mu.dl = q.mu.dl[1:]
+				finished++
 				n++
 				continue
 			}
@@ -161,6 +169,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 				w.r.lo = take.r.hi
 			} else {
 				q.mu.dl = q.mu.dl[1:]
+				finished++
 			}
 			batch = append(batch, take)
 			n += int(take.r.hi - take.r.lo)
@@ -170,6 +179,7 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 		}
 		cfg := q.config()
 		q.mu.Unlock()
+		runDLWaiters(ready)
 
 		for _, w := range batch {
 			if w.rec != nil {
@@ -197,6 +207,54 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 			settle = append(settle, w.r)
 		}
 		wg.Wait()
+	}
+}
+
+// dlWaiter is a WaitDeadLetters call waiting for the worker to finish
+// the first seq items.
+type dlWaiter struct {
+	seq uint64
+	fn  func()
+}
+
+// WaitDeadLetters calls fn once the messages this queue has dead-lettered
+// so far are stored in their target queues (or dropped there), at once
+// when there are none; if the queue shuts down first, when it has. A
+// channel that rejects messages waits so before its next basic.get, so
+// that it sees its own rejections dead-lettered, as it sees its own
+// publishes. fn must not block; it may run on the worker goroutine.
+func (q *Queue) WaitDeadLetters(fn func()) {
+	q.mu.Lock()
+	if q.mu.dlFinished >= q.mu.dlQueued || (q.mu.closed && !q.mu.dlRunning) {
+		q.mu.Unlock()
+		fn()
+		return
+	}
+	q.mu.dlWaiters = append(q.mu.dlWaiters, dlWaiter{q.mu.dlQueued, fn})
+	q.mu.Unlock()
+}
+
+// takeDLWaitersLocked removes and returns the waiters whose items are
+// finished.
+// REQUIRES: q.mu held.
+func (q *Queue) takeDLWaitersLocked() []dlWaiter {
+	var ready []dlWaiter
+	keep := q.mu.dlWaiters[:0]
+	for _, w := range q.mu.dlWaiters {
+		if w.seq <= q.mu.dlFinished {
+			ready = append(ready, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(q.mu.dlWaiters[len(keep):])
+	q.mu.dlWaiters = keep
+	return ready
+}
+
+func runDLWaiters(ws []dlWaiter) {
+	for _, w := range ws {
+		w.fn()
 	}
 }
 

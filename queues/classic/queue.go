@@ -232,6 +232,11 @@ type Queue struct {
 		dl        []dlWork // dead-lettering to do
 		dlRunning bool     // the dead-letter worker runs
 		dlDone    chan struct{}
+		// dlQueued counts the dlWork items ever appended to dl, dlFinished
+		// those the worker has finished; dlWaiters wait for a count
+		// (WaitDeadLetters).
+		dlQueued, dlFinished uint64
+		dlWaiters            []dlWaiter
 
 		consumers         []*Consumer
 		rr                int           // round-robin position
@@ -931,6 +936,13 @@ func (q *Queue) FinishShutdown(deleted bool) error {
 	}
 	if dlDone != nil {
 		<-dlDone // its appends in flight finish; what it settled is persisted below
+	}
+	q.mu.Lock()
+	waiters := q.mu.dlWaiters
+	q.mu.dlWaiters = nil
+	q.mu.Unlock()
+	for _, w := range waiters {
+		w.fn() // the queue is gone: nothing more will be dead-lettered
 	}
 	if deleted {
 		for _, c := range consumers {
