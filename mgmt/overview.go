@@ -216,7 +216,7 @@ func (s *Server) portListener(q *request) error {
 
 func (s *Server) protocolListener(q *request) error {
 	want := strings.ToLower(q.Var("protocol"))
-	alias := map[string]string{"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "stream": "stream", "http": "http", "management": "http"}
+	alias := map[string]string{"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "stream": "stream", "http": "http", "management": "http", "prometheus": "http/prometheus"}
 	if a, ok := alias[want]; ok {
 		want = a
 	}

@@ -199,6 +199,20 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		closeAll()
 		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
 	}
+	if cfg.PrometheusListen != "" {
+		ln, err := net.Listen("tcp", cfg.PrometheusListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("prometheus listener: %w", err)
+		}
+		listeners = append(listeners, ln)
+		addrs.Prometheus = ln.Addr()
+		servers = append(servers, prom.New(prom.Config{
+			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
+		}))
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http/prometheus", Addr: ln.Addr()})
+		logger.Info("Prometheus metrics listening", "addr", ln.Addr().String())
+	}
 	if cfg.HTTPListen != "" {
 		ln, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {
@@ -213,19 +227,6 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			DataDir: cfg.DataDir, Node: node,
 		}))
 		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
-	}
-	if cfg.PrometheusListen != "" {
-		ln, err := net.Listen("tcp", cfg.PrometheusListen)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("prometheus listener: %w", err)
-		}
-		listeners = append(listeners, ln)
-		addrs.Prometheus = ln.Addr()
-		servers = append(servers, prom.New(prom.Config{
-			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
-		}))
-		logger.Info("Prometheus metrics listening", "addr", ln.Addr().String())
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)

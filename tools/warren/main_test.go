@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,7 +44,8 @@ func TestRunLockAndShutdown(t *testing.T) {
 		}
 		c.Close()
 	}
-	// The management API lists the daemon's three listeners.
+	// The management API lists the daemon's four listeners, RabbitMQ's
+	// http/prometheus among them.
 	req, _ := http.NewRequest("GET", "http://"+addrs.HTTP.String()+"/api/overview", nil)
 	req.SetBasicAuth("guest", "guest")
 	res, err := http.DefaultClient.Do(req)
@@ -58,9 +60,20 @@ func TestRunLockAndShutdown(t *testing.T) {
 	}
 	err = json.NewDecoder(res.Body).Decode(&overview)
 	res.Body.Close()
-	if err != nil || res.StatusCode != 200 || len(overview.Listeners) != 3 || overview.Listeners[2].Protocol != "http" ||
-		overview.Listeners[2].Port != addrs.HTTP.(*net.TCPAddr).Port {
+	if err != nil || res.StatusCode != 200 || len(overview.Listeners) != 4 ||
+		overview.Listeners[2].Protocol != "http/prometheus" || overview.Listeners[2].Port != addrs.Prometheus.(*net.TCPAddr).Port ||
+		overview.Listeners[3].Protocol != "http" || overview.Listeners[3].Port != addrs.HTTP.(*net.TCPAddr).Port {
 		t.Fatalf("overview: %d %+v %v", res.StatusCode, overview, err)
+	}
+	// The Prometheus endpoint answers with the node's identity.
+	res, err = http.Get("http://" + addrs.Prometheus.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `rabbitmq_identity_info{rabbitmq_cluster="warren@localhost",`) {
+		t.Fatalf("metrics: %d %.300s", res.StatusCode, body)
 	}
 
 	err = run(context.Background(), cfg, logger, nil)
