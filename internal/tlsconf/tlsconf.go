@@ -98,7 +98,7 @@ func (r *Reloader) Leaf() *x509.Certificate { return r.cur.Load().Certificates[0
 // build reads the files into a complete server config.
 func (o Options) build() (*tls.Config, error) {
 	if o.CertFile == "" || o.KeyFile == "" {
-		return nil, errors.New("tls: certfile and keyfile are both needed")
+		return nil, errors.New("tls: certfile and keyfile are both needed (the listener is on)")
 	}
 	cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
 	if err != nil {
@@ -131,6 +131,8 @@ func (o Options) build() (*tls.Config, error) {
 		cfg.ClientCAs = pool
 	}
 	switch {
+	case o.FailIfNoPeerCert && !o.VerifyPeer:
+		return nil, errors.New("tls: fail_if_no_peer_cert = true needs verify = verify_peer")
 	case o.VerifyPeer && cfg.ClientCAs == nil:
 		return nil, errors.New("tls: verify = verify_peer needs a cacertfile to verify client certificates against")
 	case o.VerifyPeer && o.FailIfNoPeerCert:

@@ -186,6 +186,7 @@ func TestLoadErrors(t *testing.T) {
 		{Options{CertFile: srv.CertFile}, "certfile and keyfile are both needed"},
 		{Options{CertFile: "/nonexistent.pem", KeyFile: srv.KeyFile}, "/nonexistent.pem"},
 		{Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile, VerifyPeer: true}, "needs a cacertfile"},
+		{Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CACertFile: ca.CAFile, FailIfNoPeerCert: true}, "fail_if_no_peer_cert = true needs verify = verify_peer"},
 		{Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CACertFile: srv.KeyFile}, "no PEM certificate"},
 	} {
 		if _, err := Load(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -4,18 +4,22 @@
 //	                      [-amqp-listen :5672] [-stream-listen :5552]
 //	                      [-stream-advertise localhost:5552] [-http-listen :15672]
 //	                      [-prometheus-listen :15692]
+//	                      [-amqps-listen :5671] [-stream-tls-listen :5551]
+//	                      [-https-listen :15671] [-prometheus-tls-listen :15691]
 //	                      [-log-level info] [-debug-listen 127.0.0.1:6060]
 //
 // It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
 // 5552); an empty listen address turns that protocol off. A data
 // directory is used by one broker at a time (a lock file says so).
 // SIGINT and SIGTERM shut down cleanly: stop accepting, close
-// connections, flush the stream writers, close the files.
+// connections, flush the stream writers, close the files. SIGHUP reloads
+// the TLS certificates (tls.go).
 //
 // -config names a file in RabbitMQ's rabbitmq.conf syntax (key = value,
 // # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
 // stream.*, heartbeat, frame_max, channel_max, default_user and the
 // other default_* keys, loopback_users, management.tcp.*, prometheus.tcp.*,
+// listeners.ssl.*, ssl_options.*, management.ssl.*, prometheus.ssl.*,
 // load_definitions, log.console.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
 // warren.debug_listen); warren.conf.example lists them all. A key of
@@ -39,6 +43,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/definitions"
+	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/osiris"
@@ -97,6 +102,8 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // off).
 type readyAddrs struct {
 	Stream, AMQP, HTTP, Prometheus net.Addr
+	// The TLS listeners'.
+	StreamTLS, AMQPS, HTTPS, PrometheusTLS net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
@@ -122,6 +129,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	certs, err := loadCerts(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	hupCtx, stopHUP := context.WithCancel(ctx)
+	defer stopHUP()
+	certs.reloadOnSIGHUP(hupCtx, logger)
 	if cfg.LoadDefinitions != "" {
 		// As RabbitMQ's load_definitions: applied at every start; a
 		// file that does not import stops the start.
@@ -150,35 +164,78 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	var consumerGroups func() []superstream.GroupInfo
 	var mgmtListeners []mgmt.Listener
 	var node string // the management API's node name
-	if cfg.StreamListen != "" {
-		ln, err := net.Listen("tcp", cfg.StreamListen)
-		if err != nil {
-			return err
+	if cfg.StreamListen != "" || cfg.TLS.StreamListen != "" {
+		var lns []net.Listener
+		if cfg.StreamListen != "" {
+			ln, err := net.Listen("tcp", cfg.StreamListen)
+			if err != nil {
+				closeAll()
+				return err
+			}
+			lns = append(lns, ln)
+			addrs.Stream = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
 		}
-		listeners = append(listeners, ln)
-		addrs.Stream = ln.Addr()
-		advertise, err := advertiseAddr(cfg.StreamAdvertise, ln.Addr())
+		if cfg.TLS.StreamListen != "" {
+			ln, err := listenTLS(cfg.TLS.StreamListen, certs.broker)
+			if err != nil {
+				for _, ln := range lns {
+					ln.Close()
+				}
+				closeAll()
+				return err
+			}
+			lns = append(lns, ln)
+			addrs.StreamTLS = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream/ssl", Addr: ln.Addr()})
+		}
+		listeners = append(listeners, lns...)
+		advertise, err := advertiseAddr(cfg.StreamAdvertise, lns[0].Addr())
 		if err != nil {
 			closeAll()
 			return err
 		}
+		var advertiseTLS string
+		if addrs.StreamTLS != nil {
+			// As RabbitMQ's stream.advertised_tls_host and _port: the
+			// plain advertised host and the TLS listener's port unless set.
+			host, _, _ := net.SplitHostPort(advertise)
+			if h, _, err := net.SplitHostPort(cfg.TLS.StreamAdvertise); err == nil && h != "" {
+				host = h
+			}
+			if advertiseTLS, err = advertiseAddr(net.JoinHostPort(host, portOf(cfg.TLS.StreamAdvertise)), addrs.StreamTLS); err != nil {
+				closeAll()
+				return err
+			}
+		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
-			SuperStreams: super,
+			SuperStreams: super, AdvertiseTLS: advertiseTLS, CertLoginFrom: cfg.TLS.CertLoginFrom,
 		})
 		if err != nil {
 			closeAll()
 			return err
 		}
-		servers = append(servers, srv)
+		for range lns {
+			servers = append(servers, srv) // one Serve per listener
+		}
 		consumerGroups = srv.ConsumerGroups
 		// As RabbitMQ's rabbit@<host> advertising <host>: clients that
 		// look up a stream's node in the API find the host to connect to.
 		if h, _, err := net.SplitHostPort(advertise); err == nil {
 			node = "warren@" + h
 		}
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
-		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
+		for _, ln := range lns {
+			logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise, "advertise_tls", advertiseTLS)
+		}
+	}
+	var amqpSrv *amqp.Server
+	newAMQP := func() *amqp.Server {
+		return amqp.NewServer(amqp.Config{
+			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
+			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
+			CertLoginFrom: cfg.TLS.CertLoginFrom,
+		})
 	}
 	if cfg.AMQPListen != "" {
 		ln, err := net.Listen("tcp", cfg.AMQPListen)
@@ -188,45 +245,96 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		listeners = append(listeners, ln)
 		addrs.AMQP = ln.Addr()
-		servers = append(servers, amqp.NewServer(amqp.Config{
-			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
-			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
-		}))
+		amqpSrv = newAMQP()
+		servers = append(servers, amqpSrv)
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
 	}
-	if len(servers) == 0 {
-		closeAll()
-		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
-	}
-	if cfg.PrometheusListen != "" {
-		ln, err := net.Listen("tcp", cfg.PrometheusListen)
+	if cfg.TLS.AMQPListen != "" {
+		ln, err := listenTLS(cfg.TLS.AMQPListen, certs.broker)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("prometheus listener: %w", err)
+			return fmt.Errorf("AMQPS listener: %w", err)
 		}
 		listeners = append(listeners, ln)
-		addrs.Prometheus = ln.Addr()
+		addrs.AMQPS = ln.Addr()
+		if amqpSrv == nil {
+			amqpSrv = newAMQP()
+		}
+		servers = append(servers, amqpSrv) // one Serve per listener
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp/ssl", Addr: ln.Addr()})
+		logger.Info("AMQP 0-9-1 over TLS listening", "addr", ln.Addr().String())
+	}
+	if len(servers) == 0 {
+		closeAll()
+		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen, -amqps-listen, -stream-tls-listen; listeners.tcp, stream.listeners.tcp, listeners.ssl, stream.listeners.ssl)")
+	}
+	if cfg.PrometheusListen != "" || cfg.TLS.PrometheusListen != "" {
+		var lns []net.Listener
+		if cfg.PrometheusListen != "" {
+			ln, err := net.Listen("tcp", cfg.PrometheusListen)
+			if err != nil {
+				closeAll()
+				return fmt.Errorf("prometheus listener: %w", err)
+			}
+			lns = append(lns, ln)
+			addrs.Prometheus = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http/prometheus", Addr: ln.Addr()})
+		}
+		if cfg.TLS.PrometheusListen != "" {
+			ln, err := listenTLS(cfg.TLS.PrometheusListen, certs.prometheus)
+			if err != nil {
+				for _, ln := range lns {
+					ln.Close()
+				}
+				closeAll()
+				return fmt.Errorf("prometheus TLS listener: %w", err)
+			}
+			lns = append(lns, ln)
+			addrs.PrometheusTLS = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "https/prometheus", Addr: ln.Addr()})
+		}
+		listeners = append(listeners, netserve.Merge(lns...))
 		servers = append(servers, prom.New(prom.Config{
 			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
 		}))
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http/prometheus", Addr: ln.Addr()})
-		logger.Info("Prometheus metrics listening", "addr", ln.Addr().String())
-	}
-	if cfg.HTTPListen != "" {
-		ln, err := net.Listen("tcp", cfg.HTTPListen)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("management listener: %w", err)
+		for _, ln := range lns {
+			logger.Info("Prometheus metrics listening", "addr", ln.Addr().String(), "tls", ln.Addr() == addrs.PrometheusTLS)
 		}
-		listeners = append(listeners, ln)
-		addrs.HTTP = ln.Addr()
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+	}
+	if cfg.HTTPListen != "" || cfg.TLS.HTTPSListen != "" {
+		var lns []net.Listener
+		if cfg.HTTPListen != "" {
+			ln, err := net.Listen("tcp", cfg.HTTPListen)
+			if err != nil {
+				closeAll()
+				return fmt.Errorf("management listener: %w", err)
+			}
+			lns = append(lns, ln)
+			addrs.HTTP = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+		}
+		if cfg.TLS.HTTPSListen != "" {
+			ln, err := listenTLS(cfg.TLS.HTTPSListen, certs.https)
+			if err != nil {
+				for _, ln := range lns {
+					ln.Close()
+				}
+				closeAll()
+				return fmt.Errorf("management HTTPS listener: %w", err)
+			}
+			lns = append(lns, ln)
+			addrs.HTTPS = ln.Addr()
+			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "https", Addr: ln.Addr()})
+		}
+		listeners = append(listeners, netserve.Merge(lns...))
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
 			DataDir: cfg.DataDir, Node: node,
 		}))
-		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
+		for _, ln := range lns {
+			logger.Info("management HTTP API listening", "addr", ln.Addr().String(), "tls", ln.Addr() == addrs.HTTPS)
+		}
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)
@@ -275,4 +383,10 @@ func advertiseAddr(advertise string, ln net.Addr) (string, error) {
 		_, port, _ = net.SplitHostPort(ln.String())
 	}
 	return net.JoinHostPort(cmp.Or(host, "localhost"), port), nil
+}
+
+// portOf is the port of a host:port ("" if it has none).
+func portOf(hostport string) string {
+	_, port, _ := net.SplitHostPort(hostport)
+	return port
 }

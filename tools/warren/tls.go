@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/warren-mq/warren/internal/tlsconf"
+)
+
+// certs are the TLS certificates of the listeners that use TLS (nil:
+// none does): ssl_options for AMQPS and the stream protocol over TLS,
+// management.ssl for HTTPS, prometheus.ssl for the Prometheus endpoint.
+type certs struct {
+	broker, https, prometheus *tlsconf.Reloader
+}
+
+// loadCerts reads the certificates of the TLS listeners cfg turns on.
+func loadCerts(cfg TLSConfig) (*certs, error) {
+	var c certs
+	var err error
+	if cfg.AMQPListen != "" || cfg.StreamListen != "" {
+		if c.broker, err = tlsconf.Load(cfg.Options); err != nil {
+			return nil, fmt.Errorf("AMQPS or stream TLS listener: ssl_options: %w", err)
+		}
+	}
+	if cfg.HTTPSListen != "" {
+		if c.https, err = tlsconf.Load(cfg.HTTPS); err != nil {
+			return nil, fmt.Errorf("management HTTPS listener: management.ssl: %w", err)
+		}
+	}
+	if cfg.PrometheusListen != "" {
+		if c.prometheus, err = tlsconf.Load(cfg.Prometheus); err != nil {
+			return nil, fmt.Errorf("Prometheus HTTPS listener: prometheus.ssl: %w", err)
+		}
+	}
+	return &c, nil
+}
+
+// reload reads every certificate again; one that fails to load keeps
+// its old certificates, and the error says why. Open connections keep
+// their sessions.
+func (c *certs) reload(logger *slog.Logger) error {
+	var errs []error
+	for _, r := range []struct {
+		name string
+		r    *tlsconf.Reloader
+	}{{"ssl_options", c.broker}, {"management.ssl", c.https}, {"prometheus.ssl", c.prometheus}} {
+		if r.r == nil {
+			continue
+		}
+		if err := r.r.Reload(); err != nil {
+			logger.Error("TLS certificates not reloaded; the old ones stay in use", "options", r.name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+			continue
+		}
+		logger.Info("TLS certificates reloaded", "options", r.name, "subject", r.r.Leaf().Subject.String(), "not_after", r.r.Leaf().NotAfter)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("reload: %v", errs)
+	}
+	return nil
+}
+
+// reloadOnSIGHUP reloads the certificates at every SIGHUP until ctx
+// ends.
+func (c *certs) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				c.reload(logger)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// listenTLS listens on addr and serves TLS with r's certificates.
+func listenTLS(addr string, r *tlsconf.Reloader) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(ln, r.Config()), nil
+}
