@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
 	"github.com/warren-mq/warren/internal/tlsconf"
@@ -106,7 +107,7 @@ type tlsKeys struct {
 type sslKeys struct {
 	opts     tlsconf.Options
 	ip, port string
-	set      bool              // port or ip given: the HTTPS listener is on
+	listen   bool              // port or ip given: the HTTPS listener is on
 	versions map[string]uint16 // versions.<n>
 }
 
@@ -124,7 +125,7 @@ func (t *tlsKeys) streamKeys() *listenerKeys {
 	return t.streams
 }
 
-func (t *tlsKeys) set(prefix string) *sslKeys {
+func (t *tlsKeys) options(prefix string) *sslKeys {
 	if t.sets == nil {
 		t.sets = map[string]*sslKeys{}
 	}
@@ -135,15 +136,15 @@ func (t *tlsKeys) set(prefix string) *sslKeys {
 }
 
 func (t *tlsKeys) setPort(prefix string, e rabbitconf.Entry) error {
-	k := t.set(prefix)
-	k.port, k.set = e.Value, true
+	k := t.options(prefix)
+	k.port, k.listen = e.Value, true
 	_, err := rabbitconf.ParsePort(e.Value)
 	return err
 }
 
 func (t *tlsKeys) setIP(prefix string, e rabbitconf.Entry) error {
-	k := t.set(prefix)
-	k.ip, k.set = e.Value, true
+	k := t.options(prefix)
+	k.ip, k.listen = e.Value, true
 	if _, err := netip.ParseAddr(e.Value); err != nil {
 		return fmt.Errorf("%q is not an IP address", e.Value)
 	}
@@ -152,10 +153,8 @@ func (t *tlsKeys) setIP(prefix string, e rabbitconf.Entry) error {
 
 // option applies <prefix>.<option>.
 func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
-	k := t.set(prefix)
-	segs := e.Segments()
-	opt := segs[countSegs(prefix)]
-	switch opt {
+	k := t.options(prefix)
+	switch opt := e.Segments()[strings.Count(prefix, ".")+1]; opt {
 	case "cacertfile":
 		k.opts.CACertFile = e.Value
 		return nonEmpty(e.Value)
@@ -191,17 +190,6 @@ func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
 	return nil
 }
 
-// countSegs is how many segments a dotted prefix has.
-func countSegs(prefix string) int {
-	n := 1
-	for _, c := range prefix {
-		if c == '.' {
-			n++
-		}
-	}
-	return n
-}
-
 // finish puts the TLS keys into cfg, once all are read.
 func (t *tlsKeys) finish(s *confState) {
 	cfg := &s.cfg.TLS
@@ -220,12 +208,12 @@ func (t *tlsKeys) finish(s *confState) {
 			cfg.Options = k.opts
 		case sslManagement:
 			cfg.HTTPS = k.opts
-			if k.set {
+			if k.listen {
 				cfg.HTTPSListen = net.JoinHostPort(k.ip, cmp.Or(k.port, "15671"))
 			}
 		case sslPrometheus:
 			cfg.Prometheus = k.opts
-			if k.set {
+			if k.listen {
 				cfg.PrometheusListen = net.JoinHostPort(k.ip, cmp.Or(k.port, "15691"))
 			}
 		}

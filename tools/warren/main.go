@@ -165,29 +165,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	var mgmtListeners []mgmt.Listener
 	var node string // the management API's node name
 	if cfg.StreamListen != "" || cfg.TLS.StreamListen != "" {
-		var lns []net.Listener
-		if cfg.StreamListen != "" {
-			ln, err := net.Listen("tcp", cfg.StreamListen)
-			if err != nil {
-				closeAll()
-				return err
-			}
-			lns = append(lns, ln)
-			addrs.Stream = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
-		}
-		if cfg.TLS.StreamListen != "" {
-			ln, err := listenTLS(cfg.TLS.StreamListen, certs.broker)
-			if err != nil {
-				for _, ln := range lns {
-					ln.Close()
-				}
-				closeAll()
-				return err
-			}
-			lns = append(lns, ln)
-			addrs.StreamTLS = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream/ssl", Addr: ln.Addr()})
+		lns, listed, err := listenEach(
+			listenSpec{cfg.StreamListen, nil, "stream", &addrs.Stream},
+			listenSpec{cfg.TLS.StreamListen, certs.broker, "stream/ssl", &addrs.StreamTLS})
+		if err != nil {
+			closeAll()
+			return err
 		}
 		listeners = append(listeners, lns...)
 		advertise, err := advertiseAddr(cfg.StreamAdvertise, lns[0].Addr())
@@ -195,18 +178,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			closeAll()
 			return err
 		}
-		var advertiseTLS string
-		if addrs.StreamTLS != nil {
-			// As RabbitMQ's stream.advertised_tls_host and _port: the
-			// plain advertised host and the TLS listener's port unless set.
-			host, _, _ := net.SplitHostPort(advertise)
-			if h, _, err := net.SplitHostPort(cfg.TLS.StreamAdvertise); err == nil && h != "" {
-				host = h
-			}
-			if advertiseTLS, err = advertiseAddr(net.JoinHostPort(host, portOf(cfg.TLS.StreamAdvertise)), addrs.StreamTLS); err != nil {
-				closeAll()
-				return err
-			}
+		advertiseTLS, err := advertiseTLSAddr(cfg.TLS.StreamAdvertise, advertise, addrs.StreamTLS)
+		if err != nil {
+			closeAll()
+			return err
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
@@ -225,115 +200,70 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		if h, _, err := net.SplitHostPort(advertise); err == nil {
 			node = "warren@" + h
 		}
-		for _, ln := range lns {
-			logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise, "advertise_tls", advertiseTLS)
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("stream protocol listening", "addr", l.Addr.String(), "protocol", l.Protocol, "advertise", advertise, "advertise_tls", advertiseTLS)
 		}
 	}
-	var amqpSrv *amqp.Server
-	newAMQP := func() *amqp.Server {
-		return amqp.NewServer(amqp.Config{
-			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
-			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
-			CertLoginFrom: cfg.TLS.CertLoginFrom,
-		})
-	}
-	if cfg.AMQPListen != "" {
-		ln, err := net.Listen("tcp", cfg.AMQPListen)
+	if cfg.AMQPListen != "" || cfg.TLS.AMQPListen != "" {
+		lns, listed, err := listenEach(
+			listenSpec{cfg.AMQPListen, nil, "amqp", &addrs.AMQP},
+			listenSpec{cfg.TLS.AMQPListen, certs.broker, "amqp/ssl", &addrs.AMQPS})
 		if err != nil {
 			closeAll()
 			return err
 		}
-		listeners = append(listeners, ln)
-		addrs.AMQP = ln.Addr()
-		amqpSrv = newAMQP()
-		servers = append(servers, amqpSrv)
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
-		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
-	}
-	if cfg.TLS.AMQPListen != "" {
-		ln, err := listenTLS(cfg.TLS.AMQPListen, certs.broker)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("AMQPS listener: %w", err)
+		listeners = append(listeners, lns...)
+		srv := amqp.NewServer(amqp.Config{
+			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
+			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
+			CertLoginFrom: cfg.TLS.CertLoginFrom,
+		})
+		for range lns {
+			servers = append(servers, srv) // one Serve per listener
 		}
-		listeners = append(listeners, ln)
-		addrs.AMQPS = ln.Addr()
-		if amqpSrv == nil {
-			amqpSrv = newAMQP()
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("AMQP 0-9-1 listening", "addr", l.Addr.String(), "protocol", l.Protocol)
 		}
-		servers = append(servers, amqpSrv) // one Serve per listener
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp/ssl", Addr: ln.Addr()})
-		logger.Info("AMQP 0-9-1 over TLS listening", "addr", ln.Addr().String())
 	}
 	if len(servers) == 0 {
 		closeAll()
 		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen, -amqps-listen, -stream-tls-listen; listeners.tcp, stream.listeners.tcp, listeners.ssl, stream.listeners.ssl)")
 	}
 	if cfg.PrometheusListen != "" || cfg.TLS.PrometheusListen != "" {
-		var lns []net.Listener
-		if cfg.PrometheusListen != "" {
-			ln, err := net.Listen("tcp", cfg.PrometheusListen)
-			if err != nil {
-				closeAll()
-				return fmt.Errorf("prometheus listener: %w", err)
-			}
-			lns = append(lns, ln)
-			addrs.Prometheus = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http/prometheus", Addr: ln.Addr()})
+		lns, listed, err := listenEach(
+			listenSpec{cfg.PrometheusListen, nil, "http/prometheus", &addrs.Prometheus},
+			listenSpec{cfg.TLS.PrometheusListen, certs.prometheus, "https/prometheus", &addrs.PrometheusTLS})
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("prometheus listener: %w", err)
 		}
-		if cfg.TLS.PrometheusListen != "" {
-			ln, err := listenTLS(cfg.TLS.PrometheusListen, certs.prometheus)
-			if err != nil {
-				for _, ln := range lns {
-					ln.Close()
-				}
-				closeAll()
-				return fmt.Errorf("prometheus TLS listener: %w", err)
-			}
-			lns = append(lns, ln)
-			addrs.PrometheusTLS = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "https/prometheus", Addr: ln.Addr()})
-		}
-		listeners = append(listeners, netserve.Merge(lns...))
+		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
 		servers = append(servers, prom.New(prom.Config{
 			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
 		}))
-		for _, ln := range lns {
-			logger.Info("Prometheus metrics listening", "addr", ln.Addr().String(), "tls", ln.Addr() == addrs.PrometheusTLS)
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("Prometheus metrics listening", "addr", l.Addr.String(), "protocol", l.Protocol)
 		}
 	}
 	if cfg.HTTPListen != "" || cfg.TLS.HTTPSListen != "" {
-		var lns []net.Listener
-		if cfg.HTTPListen != "" {
-			ln, err := net.Listen("tcp", cfg.HTTPListen)
-			if err != nil {
-				closeAll()
-				return fmt.Errorf("management listener: %w", err)
-			}
-			lns = append(lns, ln)
-			addrs.HTTP = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+		lns, listed, err := listenEach(
+			listenSpec{cfg.HTTPListen, nil, "http", &addrs.HTTP},
+			listenSpec{cfg.TLS.HTTPSListen, certs.https, "https", &addrs.HTTPS})
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("management listener: %w", err)
 		}
-		if cfg.TLS.HTTPSListen != "" {
-			ln, err := listenTLS(cfg.TLS.HTTPSListen, certs.https)
-			if err != nil {
-				for _, ln := range lns {
-					ln.Close()
-				}
-				closeAll()
-				return fmt.Errorf("management HTTPS listener: %w", err)
-			}
-			lns = append(lns, ln)
-			addrs.HTTPS = ln.Addr()
-			mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "https", Addr: ln.Addr()})
-		}
-		listeners = append(listeners, netserve.Merge(lns...))
+		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
+		mgmtListeners = append(mgmtListeners, listed...)
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
 			DataDir: cfg.DataDir, Node: node,
 		}))
-		for _, ln := range lns {
-			logger.Info("management HTTP API listening", "addr", ln.Addr().String(), "tls", ln.Addr() == addrs.HTTPS)
+		for _, l := range listed {
+			logger.Info("management HTTP API listening", "addr", l.Addr.String(), "protocol", l.Protocol)
 		}
 	}
 	if cfg.DebugListen != "" {
@@ -383,10 +313,4 @@ func advertiseAddr(advertise string, ln net.Addr) (string, error) {
 		_, port, _ = net.SplitHostPort(ln.String())
 	}
 	return net.JoinHostPort(cmp.Or(host, "localhost"), port), nil
-}
-
-// portOf is the port of a host:port ("" if it has none).
-func portOf(hostport string) string {
-	_, port, _ := net.SplitHostPort(hostport)
-	return port
 }

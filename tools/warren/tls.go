@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/warren-mq/warren/internal/tlsconf"
+	"github.com/warren-mq/warren/mgmt"
 )
 
 // certs are the TLS certificates of the listeners that use TLS (nil:
@@ -85,11 +86,57 @@ func (c *certs) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
 	}()
 }
 
-// listenTLS listens on addr and serves TLS with r's certificates.
-func listenTLS(addr string, r *tlsconf.Reloader) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
+// listenSpec is one listener of a protocol, plain or TLS.
+type listenSpec struct {
+	addr     string            // listen address; "" for none
+	certs    *tlsconf.Reloader // nil: plain TCP
+	protocol string            // as the management API lists it: "amqp", "amqp/ssl", ...
+	bound    *net.Addr         // set to the bound address
+}
+
+// listenEach listens on each spec that has an address. On error it
+// closes the listeners it opened.
+func listenEach(specs ...listenSpec) ([]net.Listener, []mgmt.Listener, error) {
+	var lns []net.Listener
+	var listed []mgmt.Listener
+	for _, s := range specs {
+		if s.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return nil, nil, err
+		}
+		*s.bound = ln.Addr()
+		if s.certs != nil {
+			ln = tls.NewListener(ln, s.certs.Config())
+		}
+		lns = append(lns, ln)
+		listed = append(listed, mgmt.Listener{Protocol: s.protocol, Addr: ln.Addr()})
 	}
-	return tls.NewListener(ln, r.Config()), nil
+	return lns, listed, nil
+}
+
+// advertiseTLSAddr is the host:port stream clients connected over TLS
+// are told, as RabbitMQ's stream.advertised_tls_host and _port:
+// advertiseTLS's host, else the plain advertised host; its port, else
+// the TLS listener's. "" without a TLS listener.
+func advertiseTLSAddr(advertiseTLS, advertise string, ln net.Addr) (string, error) {
+	if ln == nil {
+		return "", nil
+	}
+	host, port := "", ""
+	if advertiseTLS != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(advertiseTLS); err != nil {
+			return "", fmt.Errorf("stream TLS advertise address: %w", err)
+		}
+	}
+	if host == "" {
+		host, _, _ = net.SplitHostPort(advertise)
+	}
+	return advertiseAddr(net.JoinHostPort(host, port), ln)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -202,6 +203,30 @@ func TestRunTLSWithoutCertificates(t *testing.T) {
 		err := run(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// Ensure TLS stream clients are told the TLS listener's port with the
+// plain advertised host unless stream.advertised_tls_host/_port say
+// otherwise, as RabbitMQ's stream plugin does.
+func TestAdvertiseTLSAddr(t *testing.T) {
+	ln := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5551}
+	for _, tc := range []struct {
+		tlsAdvertise, advertise string
+		ln                      net.Addr
+		want                    string
+	}{
+		{"", "localhost:5552", ln, "localhost:5551"},
+		{"", "stream.example.com:6552", ln, "stream.example.com:5551"},
+		{"tls.example.com:", "stream.example.com:6552", ln, "tls.example.com:5551"},
+		{":6551", "stream.example.com:6552", ln, "stream.example.com:6551"},
+		{"tls.example.com:6551", "localhost:5552", ln, "tls.example.com:6551"},
+		{"", "localhost:5552", nil, ""},
+	} {
+		got, err := advertiseTLSAddr(tc.tlsAdvertise, tc.advertise, tc.ln)
+		if err != nil || got != tc.want {
+			t.Errorf("advertiseTLSAddr(%q, %q, %v) = %q, %v; want %q", tc.tlsAdvertise, tc.advertise, tc.ln, got, err, tc.want)
 		}
 	}
 }
