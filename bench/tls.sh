@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # tls.sh: Warren's throughput over TLS next to plain TCP, in the same run:
 # one Warren listening on both, the same workloads as run.sh's
-# stream-publish, stream-replay and amqp-classic-* rows (Go clients; the
-# lean clients have no TLS), alternating
+# stream-publish, stream-replay and amqp-classic-* rows, with the lean
+# and the Go clients (-clients lean,go), alternating
 # tcp, tls, tcp, tls, ...; warren-perf report prints the medians and the
 # TLS/TCP ratios.
 #
-#   bash bench/tls.sh [-pairs N] [-short]
+#   bash bench/tls.sh [-pairs N] [-clients lean,go] [-short]
 #
 # Certificates: a throw-away CA and server certificate (openssl), trusted
 # by the clients through SSL_CERT_FILE.
 set -euo pipefail
-PAIRS=3 STREAM_N=1000000 AMQP_N=100000
+PAIRS=3 STREAM_N=1000000 LEAN_STREAM_N=5000000 AMQP_N=100000 CLIENTS=lean,go
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	-pairs) PAIRS=$2; shift ;;
-	-short) PAIRS=1 STREAM_N=20000 AMQP_N=2000 ;;
-	*) echo "usage: $0 [-pairs N] [-short]" >&2; exit 2 ;;
+	-clients) CLIENTS=$2; shift ;;
+	-short) PAIRS=1 STREAM_N=20000 LEAN_STREAM_N=20000 AMQP_N=2000 ;;
+	*) echo "usage: $0 [-pairs N] [-clients lean,go] [-short]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -55,14 +56,19 @@ perf() { # scenario target mode args...
 }
 for ((pair = 1; pair <= PAIRS; pair++)); do
 	echo "pair $pair of $PAIRS" >&2
-	for t in tcp tls; do
-		addr=(-addr 127.0.0.1:25552) url=amqp://guest:guest@127.0.0.1:25672/
-		[[ $t == tls ]] && addr=(-addr 127.0.0.1:25551 -tls) url=amqps://guest:guest@127.0.0.1:25671/
-		perf stream-publish/go "$t" stream "${addr[@]}" -producers 1 -consumers 0 -size 100 -count $STREAM_N -stream "perf-pub-$t" -keep
-		perf stream-replay/go "$t" stream "${addr[@]}" -producers 0 -consumers 1 -count $STREAM_N -stream "perf-pub-$t" -recreate=false
-		common=(-url "$url" -producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100 -count $AMQP_N)
-		perf amqp-classic-16/go "$t" amqp "${common[@]}" -size 16
-		perf amqp-classic-1k/go "$t" amqp "${common[@]}" -size 1024
+	for client in ${CLIENTS//,/ }; do
+		n=$STREAM_N
+		[[ $client == lean ]] && n=$LEAN_STREAM_N
+		for t in tcp tls; do
+			addr=(-addr 127.0.0.1:25552) url=amqp://guest:guest@127.0.0.1:25672/
+			[[ $t == tls ]] && addr=(-addr 127.0.0.1:25551 -tls) url=amqps://guest:guest@127.0.0.1:25671/
+			s=(-client "$client" "${addr[@]}")
+			perf "stream-publish/$client" "$t" stream "${s[@]}" -producers 1 -consumers 0 -size 100 -count $n -stream "perf-pub-$t" -keep
+			perf "stream-replay/$client" "$t" stream "${s[@]}" -producers 0 -consumers 1 -count $n -stream "perf-pub-$t" -recreate=false
+			common=(-client "$client" -url "$url" -producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100 -count $AMQP_N)
+			perf "amqp-classic-16/$client" "$t" amqp "${common[@]}" -size 16
+			perf "amqp-classic-1k/$client" "$t" amqp "${common[@]}" -size 1024
+		done
 	done
 done
 "$DIR/warren-perf" report -baseline tcp "$RESULTS"

@@ -11,6 +11,7 @@ package leanstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type Config struct {
 	Timeout time.Duration
 	// CheckCRC verifies each delivered chunk's CRC32.
 	CheckCRC bool
+	// TLS connects over TLS (rabbitmq-stream+tls) with the system's roots
+	// (SSL_CERT_FILE names a CA file instead).
+	TLS bool
 
 	// The callbacks run on the connection's reader goroutine: they must
 	// not block on this connection's responses. Their slices are reused
@@ -175,6 +179,15 @@ func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
 	conn, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("leanstream: dial %s: %w", cfg.Addr, err)
+	}
+	if cfg.TLS {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		tc := tls.Client(conn, &tls.Config{ServerName: host})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("leanstream: TLS handshake with %s: %w", cfg.Addr, err)
+		}
+		conn = tc
 	}
 	c := &Client{
 		cfg:    cfg,

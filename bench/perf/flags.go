@@ -52,7 +52,7 @@ func BindStreamFlags(fs *flag.FlagSet, c *StreamConfig) {
 	BindCommonFlags(fs, &c.Common)
 	fs.IntVar(&c.ConfirmWindow, "confirm", DefaultStreamConfirmWindow, "unconfirmed messages per producer")
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:5552", "broker host:port (all connections go there)")
-	fs.BoolVar(&c.TLS, "tls", false, "connect over TLS (rabbitmq-stream+tls; SSL_CERT_FILE=ca.pem trusts a private CA); -client go only")
+	fs.BoolVar(&c.TLS, "tls", false, "connect over TLS (rabbitmq-stream+tls; SSL_CERT_FILE=ca.pem trusts a private CA)")
 	fs.StringVar(&c.User, "user", "guest", "user")
 	fs.StringVar(&c.Password, "password", "guest", "password")
 	fs.StringVar(&c.Vhost, "vhost", "/", "virtual host")
