@@ -23,7 +23,7 @@ type tlsBroker struct {
 
 // startTLSBroker starts a broker on amqps with opts (its certificate
 // files are filled in).
-func startTLSBroker(t *testing.T, opts tlsconf.Options, cfg Config) *tlsBroker {
+func startTLSBroker(t testing.TB, opts tlsconf.Options, cfg Config) *tlsBroker {
 	t.Helper()
 	ca := testutil.NewCA(t, "Warren test CA")
 	srv := ca.Server(t, "localhost")
@@ -37,7 +37,7 @@ func startTLSBroker(t *testing.T, opts tlsconf.Options, cfg Config) *tlsBroker {
 
 // clientTLS is a client config trusting the broker's CA, presenting a
 // certificate for cn unless cn is empty.
-func (tb *tlsBroker) clientTLS(t *testing.T, cn string) *tls.Config {
+func (tb *tlsBroker) clientTLS(t testing.TB, cn string) *tls.Config {
 	cfg := &tls.Config{RootCAs: tb.ca.Pool(), ServerName: "localhost"}
 	if cn != "" {
 		cfg.Certificates = []tls.Certificate{tb.ca.Client(t, cn).TLS}

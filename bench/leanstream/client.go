@@ -79,8 +79,9 @@ type Config struct {
 	// CheckCRC verifies each delivered chunk's CRC32.
 	CheckCRC bool
 	// TLS connects over TLS (rabbitmq-stream+tls) with the system's roots
-	// (SSL_CERT_FILE names a CA file instead).
-	TLS bool
+	// (SSL_CERT_FILE names a CA file instead), or with TLSConfig when set.
+	TLS       bool
+	TLSConfig *tls.Config
 
 	// The callbacks run on the connection's reader goroutine: they must
 	// not block on this connection's responses. Their slices are reused
@@ -180,9 +181,13 @@ func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leanstream: dial %s: %w", cfg.Addr, err)
 	}
-	if cfg.TLS {
-		host, _, _ := net.SplitHostPort(cfg.Addr)
-		tc := tls.Client(conn, &tls.Config{ServerName: host})
+	if cfg.TLS || cfg.TLSConfig != nil {
+		tcfg := cfg.TLSConfig
+		if tcfg == nil {
+			host, _, _ := net.SplitHostPort(cfg.Addr)
+			tcfg = &tls.Config{ServerName: host}
+		}
+		tc := tls.Client(conn, tcfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("leanstream: TLS handshake with %s: %w", cfg.Addr, err)
