@@ -6,18 +6,20 @@
 # tcp, tls, tcp, tls, ...; warren-perf report prints the medians and the
 # TLS/TCP ratios.
 #
-#   bash bench/tls.sh [-pairs N] [-clients lean,go] [-short]
+#   bash bench/tls.sh [-pairs N] [-clients lean,go] [-only stream|amqp] [-out results.jsonl] [-short]
 #
 # Certificates: a throw-away CA and server certificate (openssl), trusted
 # by the clients through SSL_CERT_FILE.
 set -euo pipefail
-PAIRS=3 STREAM_N=1000000 LEAN_STREAM_N=5000000 AMQP_N=100000 CLIENTS=lean,go
+PAIRS=3 STREAM_N=1000000 LEAN_STREAM_N=5000000 AMQP_N=100000 CLIENTS=lean,go ONLY="" OUT=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	-pairs) PAIRS=$2; shift ;;
 	-clients) CLIENTS=$2; shift ;;
+	-only) ONLY=$2; shift ;;
+	-out) OUT=$2; shift ;;
 	-short) PAIRS=1 STREAM_N=20000 LEAN_STREAM_N=20000 AMQP_N=2000 ;;
-	*) echo "usage: $0 [-pairs N] [-clients lean,go] [-short]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-pairs N] [-clients lean,go] [-only stream|amqp] [-out results.jsonl] [-short]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -47,7 +49,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-RESULTS=$DIR/results.jsonl
+RESULTS=${OUT:-$DIR/results.jsonl}
 perf() { # scenario target mode args...
 	local scenario=$1 target=$2 mode=$3
 	shift 3
@@ -63,8 +65,11 @@ for ((pair = 1; pair <= PAIRS; pair++)); do
 			addr=(-addr 127.0.0.1:25552) url=amqp://guest:guest@127.0.0.1:25672/
 			[[ $t == tls ]] && addr=(-addr 127.0.0.1:25551 -tls) url=amqps://guest:guest@127.0.0.1:25671/
 			s=(-client "$client" "${addr[@]}")
-			perf "stream-publish/$client" "$t" stream "${s[@]}" -producers 1 -consumers 0 -size 100 -count $n -stream "perf-pub-$t" -keep
-			perf "stream-replay/$client" "$t" stream "${s[@]}" -producers 0 -consumers 1 -count $n -stream "perf-pub-$t" -recreate=false
+			if [[ $ONLY != amqp ]]; then
+				perf "stream-publish/$client" "$t" stream "${s[@]}" -producers 1 -consumers 0 -size 100 -count $n -stream "perf-pub-$t" -keep
+				perf "stream-replay/$client" "$t" stream "${s[@]}" -producers 0 -consumers 1 -count $n -stream "perf-pub-$t" -recreate=false
+			fi
+			[[ $ONLY == stream ]] && continue
 			common=(-client "$client" -url "$url" -producers 1 -consumers 1 -confirm 1000 -persistent -prefetch 1000 -multi-ack-every 100 -count $AMQP_N)
 			perf "amqp-classic-16/$client" "$t" amqp "${common[@]}" -size 16
 			perf "amqp-classic-1k/$client" "$t" amqp "${common[@]}" -size 1024
