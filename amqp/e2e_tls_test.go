@@ -185,8 +185,19 @@ func TestTLSExternalRefusals(t *testing.T) {
 func TestTLSRefusals(t *testing.T) {
 	tb := startTLSBroker(t, tlsconf.Options{VerifyPeer: true, FailIfNoPeerCert: true}, Config{})
 	url := "amqps://guest:guest@" + tb.addr + "/"
-	if _, err := amqp091.DialTLS(url, tb.clientTLS(t, "")); err == nil || !strings.Contains(err.Error(), "certificate required") {
-		t.Fatalf("no client certificate: %v, want certificate required", err)
+	// TLS 1.3 ends the client's handshake before the server has checked
+	// its certificate: the refusal is an alert or a closed socket,
+	// whichever the client reads first. TLS 1.2 fails the handshake.
+	if _, err := amqp091.DialTLS(url, tb.clientTLS(t, "")); err == nil {
+		t.Fatal("no client certificate: accepted")
+	}
+	tls12 := tb.clientTLS(t, "")
+	tls12.MaxVersion = tls.VersionTLS12
+	if _, err := amqp091.DialTLS(url, tls12); err == nil || !strings.Contains(err.Error(), "handshake failure") {
+		t.Fatalf("no client certificate, TLS 1.2: %v, want a handshake failure", err)
+	}
+	if n := len(tb.broker.Conns()); n != 0 {
+		t.Fatalf("%d connections listed after the refusals", n)
 	}
 	c, err := amqp091.DialTLS(url, tb.clientTLS(t, "alice"))
 	if err != nil {
