@@ -4,7 +4,7 @@
 // never while the previous refresh is still running.
 
 import { api, clearCredentials, credentials, setUnauthorisedHandler, storeCredentials } from './client.js';
-import { field, fill, h, input, notify } from './dom.js';
+import { asking, field, fill, h, input, notify } from './dom.js';
 import { overviewPage } from './overview.js';
 import { queuePage, queuesPage } from './queues.js';
 import { superStreamsPage } from './streams.js';
@@ -148,6 +148,7 @@ async function refresh(forced) {
     if (forced) again = true;
     return;
   }
+  if (!forced && asking()) return;
   inflight = true;
   const page = current;
   try {

@@ -57,6 +57,7 @@ export function connectionPage(ctx, name) {
     if (closed) return;
     const c = await get(base);
     fill(details, facts([
+      c.user_provided_name ? ['Client-provided name', c.user_provided_name] : null,
       ['Virtual host', c.vhost], ['User', c.user], ['Protocol', c.protocol], ['State', c.state],
       ['Client', peer(c)], ['Server', `${c.host}:${c.port}`], ['Authentication', c.auth_mechanism], ['TLS', c.ssl ? 'yes' : 'no'],
       ['Heartbeat', `${c.timeout} s`], ['Frame max', fmtNum(c.frame_max)], ['Channel max', fmtNum(c.channel_max)],

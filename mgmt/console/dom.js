@@ -131,13 +131,24 @@ export function notify(text, kind = 'ok') {
   }
   const t = h('div', { class: 'toast ' + kind }, text);
   toastArea.append(t);
+  while (toastArea.children.length > 3) toastArea.firstChild.remove();
   setTimeout(() => t.remove(), kind === 'error' ? 8000 : 4000);
+}
+
+const asks = new Set(); // confirmButtons showing their question
+
+// asking reports whether a confirmButton on the page is waiting for its
+// answer: the refresh loop then leaves the page alone, so the question
+// is not redrawn away under the user's pointer.
+export function asking() {
+  for (const w of asks) if (!w.isConnected || !w.querySelector('.ask')) asks.delete(w);
+  return asks.size > 0;
 }
 
 // confirmButton is a button that asks once more in place before acting.
 export function confirmButton(label, question, action, cls = 'danger') {
   const wrap = h('span', { class: 'confirm' });
-  const first = h('button', { type: 'button', class: cls, onclick: () => fill(wrap, ask) }, label);
+  const first = h('button', { type: 'button', class: cls, onclick: () => { fill(wrap, ask); asks.add(wrap); } }, label);
   const ask = h('span', { class: 'ask' }, question + ' ',
     h('button', { type: 'button', class: cls, onclick: async () => { fill(wrap, first); await action(); } }, 'Yes, ' + label.toLowerCase()),
     ' ', h('button', { type: 'button', onclick: () => fill(wrap, first) }, 'Cancel'));
