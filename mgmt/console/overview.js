@@ -19,7 +19,7 @@ export function overviewPage(ctx) {
   const el = h('div', { class: 'page', id: 'page-overview' },
     h('div', { class: 'page-head' }, h('h1', null, 'Overview')),
     section('Totals', totals, objects),
-    section('Last five minutes', charts),
+    section('Recent activity (up to five minutes)', charts),
     h('div', { class: 'two-col' }, section('Node', node, alarms), section('Ports and contexts', listeners)));
 
   async function refresh() {
@@ -41,19 +41,18 @@ export function overviewPage(ctx) {
       stat('Exchanges', fmtNum(ot.exchanges), 'count-exchanges'),
       stat('Queues and streams', fmtNum(ot.queues), 'count-queues'),
       stat('Consumers', fmtNum(ot.consumers), 'count-consumers'));
-    const span = AGE * 1000;
     fill(charts,
       lineChart([
         { name: 'Ready', points: samplePoints(qt.messages_ready_details) },
         { name: 'Unacked', points: samplePoints(qt.messages_unacknowledged_details) },
         { name: 'Total', points: samplePoints(qt.messages_details) },
-      ], { title: 'Queued messages', spanMs: span, id: 'chart-queued' }),
+      ], { title: 'Queued messages', id: 'chart-queued' }),
       lineChart([
         { name: 'Publish', points: ratePoints(ms.publish_details) },
         { name: 'Deliver / get', points: ratePoints(ms.deliver_get_details) },
         { name: 'Ack', points: ratePoints(ms.ack_details) },
         { name: 'Redeliver', points: ratePoints(ms.redeliver_details) },
-      ], { title: 'Message rates', unit: '/s', spanMs: span, id: 'chart-rates' }));
+      ], { title: 'Message rates', unit: '/s', id: 'chart-rates' }));
     const n = nodes && nodes[0];
     fill(node, facts([
       ['Node', h('span', { id: 'node-name' }, o.node)],

@@ -65,7 +65,8 @@ export function streamPage(ctx, vhost, name) {
     const now = Date.now();
     const seen = new Set();
     for (const c of mine) {
-      const k = `${c.connection_details.name} #${c.subscription_id}`;
+      const ref = (c.properties || {}).name;
+      const k = ref ? `${ref} (${c.connection_details.name} #${c.subscription_id})` : `${c.connection_details.name} #${c.subscription_id}`;
       seen.add(k);
       lag.add(k, c.offset_lag, now);
     }
