@@ -273,12 +273,27 @@ func (b *browser) shot(name string) {
 }
 
 // docShot saves a viewport PNG (1280×800) for the README into
-// $WARREN_CONSOLE_SCREENSHOTS, when set.
+// $WARREN_CONSOLE_SCREENSHOTS (relative to the repository), when set.
 func (b *browser) docShot(name string) {
 	b.t.Helper()
 	dir := os.Getenv("WARREN_CONSOLE_SCREENSHOTS")
 	if dir == "" {
 		return
+	}
+	if !filepath.IsAbs(dir) { // relative to the repository, not the package
+		wd, err := os.Getwd()
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		for root := wd; ; root = filepath.Dir(root) {
+			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+				dir = filepath.Join(root, dir)
+				break
+			}
+			if filepath.Dir(root) == root {
+				b.t.Fatal("no go.mod above " + wd)
+			}
+		}
 	}
 	b.do("scroll to top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	buf, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())

@@ -168,7 +168,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 		}
 	}
 	// One credit and no more: the consumer gets the first chunk only.
-	got := make(chan struct{}, 100)
+	got := make(chan struct{}, 1000)
 	cons, err := env.NewConsumer("console-s", func(stream.ConsumerContext, *amqp.Message) { got <- struct{}{} },
 		stream.NewConsumerOptions().SetConsumerName("console-reader").SetOffset(stream.OffsetSpecification{}.First()).
 			SetCreditStrategy(stream.ManualCreditStrategy).SetInitialCredits(1))
@@ -208,6 +208,9 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.waitJS("the lag chart's line", `document.querySelectorAll('#lag-chart .legend li').length === 1 && !!document.querySelector('#lag-chart svg path')`)
 	b.waitText("#lag-chart .legend-value", lag)
 	b.shot("07-stream")
+	if os.Getenv("WARREN_CONSOLE_SCREENSHOTS") != "" {
+		streamTraffic(t, prod, confirms, cons, 30*time.Second)
+	}
 	b.docShot("console-stream")
 
 	// Super streams and their partitions.
@@ -344,6 +347,12 @@ func TestConsoleEndToEnd(t *testing.T) {
 	apiCall(t, tb, "GET", "/api/queues/%2F/from-upload", nil, &q)
 	b.shot("16-definitions")
 
+	// For the README's screenshot, half a minute of traffic so the
+	// overview's charts have something to show.
+	if os.Getenv("WARREN_CONSOLE_SCREENSHOTS") != "" {
+		traffic(t, ch, dels, 35*time.Second)
+	}
+
 	// The overview: totals as the API has them, and the charts.
 	b.visit("/", "#page-overview")
 	var ov struct {
@@ -369,6 +378,59 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.do("log out", click("#logout"), chromedp.WaitVisible(chromedp.CSS("#login")))
 	if s, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(sessionStorage)`)); strings.Contains(s, "Basic") {
 		t.Fatalf("credentials left in sessionStorage: %s", s)
+	}
+}
+
+// traffic publishes to console-q about 40 times a second for d while
+// the consumer acks what arrives (and some of it is redelivered).
+func traffic(t *testing.T, ch *amqp091.Channel, dels <-chan amqp091.Delivery, d time.Duration) {
+	t.Helper()
+	t.Logf("publishing for %v for the README's screenshots", d)
+	stop := time.After(d)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if err := ch.Publish("", "console-q", false, false, amqp091.Publishing{Body: []byte("tick")}); err != nil {
+				t.Fatal(err)
+			}
+		case m := <-dels:
+			if i%10 == 0 && !m.Redelivered {
+				m.Nack(false, true)
+			} else {
+				m.Ack(false)
+			}
+		}
+	}
+}
+
+// streamTraffic publishes to the stream twice a second for d; the
+// consumer gets no credit for the first half (its lag rises), then ten
+// chunks' worth every 1.5 s (its lag falls).
+func streamTraffic(t *testing.T, prod *stream.Producer, confirms stream.ChannelPublishConfirm, cons *stream.Consumer, d time.Duration) {
+	t.Helper()
+	t.Logf("publishing to the stream for %v for the README's screenshots", d)
+	stop := time.After(d)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if err := prod.Send(amqp.NewMessage([]byte("more"))); err != nil {
+				t.Fatal(err)
+			}
+			if 2*i >= int(d/(500*time.Millisecond)) && i%3 == 0 {
+				if err := cons.Credit(10); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case <-confirms:
+		}
 	}
 }
 
