@@ -258,6 +258,15 @@ func (b *browser) clickText(sel, text string) {
 		`(() => { const e = [...document.querySelectorAll(%q)].find((x) => x.innerText.trim() === %q); if (!e) return false; e.click(); return true; })()`, sel, text))
 }
 
+// clickInRow clicks the button or link with text text in the first row
+// of the table in sel whose text contains row.
+func (b *browser) clickInRow(sel, row, text string) {
+	b.t.Helper()
+	b.waitJS(fmt.Sprintf("%q in the %q row of %s", text, row, sel), fmt.Sprintf(
+		`(() => { const r = [...document.querySelectorAll(%q + ' tbody tr')].find((tr) => tr.innerText.includes(%q)); if (!r) return false; const e = [...r.querySelectorAll('button, a')].find((x) => x.innerText.trim() === %q); if (!e) return false; e.click(); return true; })()`,
+		sel, row, text))
+}
+
 // shot saves a PNG of the whole page as name.png in the artifacts
 // directory.
 func (b *browser) shot(name string) {
@@ -320,6 +329,22 @@ func (b *browser) login(user, pass string) {
 	b.t.Helper()
 	b.do("log in as "+user, chromedp.WaitVisible(chromedp.CSS("#login")),
 		b.fill("#login-user", user), b.fill("#login-password", pass), click("#login button[type=submit]"))
+}
+
+// apiStatus calls the management API as guest and returns the status.
+func apiStatus(t *testing.T, tb *mgmttest.Broker, method, path string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, tb.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }
 
 // apiCall calls the management API as guest and decodes the answer.

@@ -214,8 +214,9 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.docShot("console-stream")
 
 	// Super streams and their partitions.
-	apiCall(t, tb, "PUT", "/api/stream/super-streams/%2F/invoices", map[string]any{"partitions": 3}, nil)
 	b.visit("/superstreams", "#superstreams-list")
+	b.do("open the add-super-stream form", chromedp.Evaluate[chromedp.Void](`document.querySelector('#page-superstreams details').open = true`))
+	b.do("add super stream invoices", b.fill("#add-superstream-name", "invoices"), click("#add-superstream"))
 	b.waitContains(`.superstream[data-name="invoices"]`, "invoices-2")
 	if n := b.text(`.superstream[data-name="invoices"] tbody`); strings.Count(n, "invoices-") != 3 {
 		t.Fatalf("partitions shown: %q", n)
@@ -237,6 +238,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.waitContains("#connection-children", "No channels.")
 	b.shot("10-connection")
 	const reason = "closed by the console test"
+	b.expect(404, "/api/connections/") // a refresh under way as it closes
 	b.do("close console-victim", b.fill("#close-reason", reason), click("#close-connection"))
 	select {
 	case e := <-closed:
@@ -272,6 +274,14 @@ func TestConsoleEndToEnd(t *testing.T) {
 		t.Fatalf("bob's tags %v", bob.Tags)
 	}
 	b.shot("12-users")
+	b.do("add user carl", b.fill("#add-user-name", "carl"), b.fill("#add-user-password", "c4rl"), b.fill("#add-user-tags", ""), click("#add-user"))
+	b.waitContains("#users-list", "carl")
+	b.clickInRow("#users-list", "carl", "Delete")
+	b.clickInRow("#users-list", "carl", "Yes, delete")
+	b.waitJS("carl gone", `!document.querySelector('#users-list').innerText.includes('carl')`)
+	if st := apiStatus(t, tb, "GET", "/api/users/carl"); st != 404 {
+		t.Fatalf("carl after delete: %d", st)
+	}
 	b.visit("/admin/vhosts", "#vhosts-list table")
 	b.do("add vhost", b.fill("#add-vhost-name", "console-vh"), click("#add-vhost"))
 	b.waitContains("#vhosts-list", "console-vh")
@@ -306,6 +316,13 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	b.visit("/queues/"+url.PathEscape("/")+"/console-q", "#queue-policy")
 	b.waitText("#queue-policy", "console-cap")
+	b.visit("/admin/policies", "#policies-list table")
+	b.clickInRow("#policies-list", "console-cap", "Delete")
+	b.clickInRow("#policies-list", "console-cap", "Yes, delete")
+	b.waitContains("#policies-list", "No policies.")
+	if st := apiStatus(t, tb, "GET", "/api/policies/%2F/console-cap"); st != 404 {
+		t.Fatalf("console-cap after delete: %d", st)
+	}
 
 	// Definitions: download, then upload a file that adds a queue.
 	downloads := t.TempDir()
@@ -346,6 +363,16 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.waitContains("#upload-result", "Imported more.json")
 	apiCall(t, tb, "GET", "/api/queues/%2F/from-upload", nil, &q)
 	b.shot("16-definitions")
+	// Delete the uploaded queue from its page.
+	b.visit("/queues/"+url.PathEscape("/")+"/from-upload", "#queue-name")
+	// A refresh already under way when the queue goes may get a 404.
+	b.expect(404, "/api/queues/%2F/from-upload")
+	b.clickText("#page-queue button", "Delete queue")
+	b.clickText("#page-queue button", "Yes, delete queue")
+	b.waitJS("back on the list", `location.hash === '#/queues'`)
+	if st := apiStatus(t, tb, "GET", "/api/queues/%2F/from-upload"); st != 404 {
+		t.Fatalf("from-upload after delete: %d", st)
+	}
 
 	// For the README's screenshot, half a minute of traffic so the
 	// overview's charts have something to show.

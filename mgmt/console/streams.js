@@ -149,7 +149,7 @@ export function superStreamsPage(ctx) {
   field('Binding keys', input('keys', { placeholder: 'amer, emea, apac' }), 'instead of a number of partitions'),
   field('Max age', input('max_age', { placeholder: '7D' })),
   field('Max length bytes', input('max_bytes', { type: 'number', min: 0 })),
-  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add super stream')));
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'add-superstream' }, 'Add super stream')));
 
   const el = h('div', { class: 'page', id: 'page-superstreams' },
     h('div', { class: 'page-head' }, h('h1', null, 'Super Streams'),
