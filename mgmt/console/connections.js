@@ -35,8 +35,9 @@ export function connectionPage(ctx, name) {
   const details = h('div');
   const client = h('div');
   const children = h('div', { id: 'connection-children' });
-  const childTitle = h('h2', null, 'Channels');
+  const childTitle = h('h2', { id: 'connection-children-title' }, 'Channels');
   let closed = false;
+  const closeNote = h('p', { class: 'muted' });
   const closeForm = form('inline', async (v) => {
     await api('DELETE', base, { headers: { 'X-Reason': v.reason || 'Closed via management plugin' } });
     closed = true;
@@ -51,7 +52,7 @@ export function connectionPage(ctx, name) {
     section('Details', details),
     h('section', { class: 'panel' }, childTitle, children),
     section('Client properties', client),
-    section('Close this connection', h('p', { class: 'muted' }, 'The client is told the reason (AMQP 0-9-1: connection.close with code 320).'), closeForm));
+    section('Close this connection', closeNote, closeForm));
 
   async function refresh() {
     if (closed) return;
@@ -65,7 +66,10 @@ export function connectionPage(ctx, name) {
       ['Connected at', fmtTime(c.connected_at)],
     ]));
     fill(client, facts(Object.entries(c.client_properties || {}).map(([k, v]) => [k, typeof v === 'object' ? fmtArgs(v) : String(v)])));
-    if (c.protocol.toLowerCase().includes('stream')) {
+    fill(closeNote, c.protocol === 'stream'
+      ? 'The socket is closed; as with RabbitMQ, a stream client is not sent the reason (the broker logs it).'
+      : 'The client is told the reason: connection.close with code 320 (CONNECTION_FORCED).');
+    if (c.protocol === 'stream') {
       fill(childTitle, 'Publishers and consumers');
       const v = enc(c.vhost);
       const [pubs, cons] = await Promise.all([get(`/stream/connections/${v}/${enc(name)}/publishers`), get(`/stream/connections/${v}/${enc(name)}/consumers`)]);

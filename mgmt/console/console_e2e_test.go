@@ -250,6 +250,24 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	b.waitJS("the list without console-victim", `location.hash === '#/connections' && !!document.querySelector('#connections-table table') && !document.querySelector('#connections-table').innerText.includes('console-victim')`)
 
+	// A stream connection's page lists its publishers and consumers.
+	var spubs, scons []struct {
+		Conn struct {
+			Name string `json:"name"`
+		} `json:"connection_details"`
+	}
+	apiCall(t, tb, "GET", "/api/stream/publishers", nil, &spubs)
+	apiCall(t, tb, "GET", "/api/stream/consumers", nil, &scons)
+	if len(spubs) != 1 || len(scons) != 1 {
+		t.Fatalf("stream publishers %+v, consumers %+v", spubs, scons)
+	}
+	for i, c := range []string{spubs[0].Conn.Name, scons[0].Conn.Name} {
+		b.visit("/connections/"+url.PathEscape(c), "#connection-children table")
+		b.waitText("#connection-children-title", "Publishers and consumers")
+		b.waitContains("#connection-children", "console-s")
+		b.shot(fmt.Sprintf("10-stream-connection-%d", i))
+	}
+
 	// Channels: the consumer's channel, with its consumer and no unacked.
 	b.visit("/channels", "#channels-table")
 	var chans []map[string]any
@@ -287,6 +305,12 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.waitContains("#vhosts-list", "console-vh")
 	b.waitJS("console-vh in the vhost picker", `[...document.querySelectorAll('#vhost-select option')].some((o) => o.value === 'console-vh')`)
 	b.shot("13-vhosts")
+	// The virtual host picker narrows the lists.
+	b.visit("/queues", "#queues-table table")
+	b.do("pick console-vh", b.fill("#vhost-select", "console-vh"))
+	b.waitContains("#queues-summary", "No queues and streams")
+	b.do("pick all", b.fill("#vhost-select", ""))
+	b.waitContains("#queues-table", "console-q")
 	b.visit("/admin/permissions", "#permissions-list table")
 	b.waitJS("bob in the user list", `[...document.querySelectorAll('#page-admin-permissions select[name=user] option')].some((o) => o.value === 'bob')`)
 	b.do("set bob's permissions",
