@@ -187,12 +187,18 @@ function definitionsPage(ctx) {
     await api('POST', v.vhost ? `/definitions/${enc(v.vhost)}` : '/definitions', { body: text });
     fill(result, `Imported ${file.name} (${fmtBytes(file.size)}).`);
     notify('Definitions imported.');
+    loaded = false;
     await ctx.loadVHosts();
     ctx.refreshNow();
   }, field('Definitions file', h('input', { type: 'file', name: 'file', accept: '.json,application/json', id: 'upload-file' })),
   field('Virtual host', scope()), h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'upload-definitions' }, 'Upload broker definitions')));
+  // The export can be large (every queue): it is read when the page
+  // opens and after an import, not on every 5 s refresh.
+  let loaded = false;
   async function refresh() {
+    if (loaded) return;
     const d = await get('/definitions');
+    loaded = true;
     const n = (k) => fmtNum((d[k] || []).length);
     fill(summary, table([
       { title: 'Users', render: () => n('users'), cls: 'num' }, { title: 'Virtual hosts', render: () => n('vhosts'), cls: 'num' },

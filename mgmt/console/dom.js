@@ -150,7 +150,13 @@ export function confirmButton(label, question, action, cls = 'danger') {
   const wrap = h('span', { class: 'confirm' });
   const first = h('button', { type: 'button', class: cls, onclick: () => { fill(wrap, ask); asks.add(wrap); } }, label);
   const ask = h('span', { class: 'ask' }, question + ' ',
-    h('button', { type: 'button', class: cls, onclick: async () => { fill(wrap, first); await action(); } }, 'Yes, ' + label.toLowerCase()),
+    h('button', {
+      type: 'button', class: cls,
+      onclick: async () => {
+        fill(wrap, first);
+        try { await action(); } catch (err) { notify(err.message || String(err), 'error'); }
+      },
+    }, 'Yes, ' + label.toLowerCase()),
     ' ', h('button', { type: 'button', onclick: () => fill(wrap, first) }, 'Cancel'));
   return fill(wrap, first);
 }
