@@ -4,7 +4,7 @@
 // never while the previous refresh is still running.
 
 import { api, clearCredentials, credentials, setUnauthorisedHandler, storeCredentials } from './client.js';
-import { asking, field, fill, h, input, notify } from './dom.js';
+import { asking, clearToasts, field, fill, h, input, notify } from './dom.js';
 import { overviewPage } from './overview.js';
 import { queuePage, queuesPage } from './queues.js';
 import { superStreamsPage } from './streams.js';
@@ -62,12 +62,13 @@ let main, status, vhostSelect, nav;
 
 setUnauthorisedHandler(() => {
   clearCredentials();
-  notify('Your credentials were refused: log in again.', 'error');
   showLogin();
+  notify('Your credentials were refused: log in again.', 'error');
 });
 
 function showLogin(message) {
   stopLoop();
+  clearToasts();
   current = null;
   ctx.user = null;
   const err = h('p', { class: 'login-error', role: 'alert' }, message || '');

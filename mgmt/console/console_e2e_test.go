@@ -430,6 +430,26 @@ func TestConsoleEndToEnd(t *testing.T) {
 	if s, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(sessionStorage)`)); strings.Contains(s, "Basic") {
 		t.Fatalf("credentials left in sessionStorage: %s", s)
 	}
+
+	// A user with only the management tag: every tab works without asking
+	// for what needs more (any refused request fails the test), and Admin
+	// offers what it may see.
+	apiCall(t, tb, "PUT", "/api/users/mo", map[string]any{"password": "m0", "tags": "management"}, nil)
+	apiCall(t, tb, "PUT", "/api/permissions/%2F/mo", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, nil)
+	b.login("mo", "m0")
+	b.waitText("#whoami", "mo")
+	b.waitContains("#alarms", "monitoring or administrator tag")
+	b.visit("/queues", "#queues-table table")
+	b.waitContains("#queues-table", "console-q")
+	for _, r := range []string{"/connections", "/channels", "/exchanges", "/superstreams"} {
+		b.visit(r, "main table")
+	}
+	b.visit("/admin", "#page-admin-vhosts #vhosts-list table")
+	if got := b.text("#page-admin-vhosts .subtabs"); got != "Virtual hosts\nPolicies" {
+		t.Errorf("admin tabs for a management user: %q", got)
+	}
+	b.visit("/admin/policies", "#policies-list table")
+	b.shot("18-management-user")
 }
 
 // traffic publishes to console-q about 40 times a second for d while

@@ -145,6 +145,11 @@ export function asking() {
   return asks.size > 0;
 }
 
+// clearToasts removes the messages shown (on log-out).
+export function clearToasts() {
+  if (toastArea) toastArea.replaceChildren();
+}
+
 // confirmButton is a button that asks once more in place before acting.
 export function confirmButton(label, question, action, cls = 'danger') {
   const wrap = h('span', { class: 'confirm' });
