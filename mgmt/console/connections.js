@@ -92,7 +92,7 @@ export function connectionPage(ctx, name) {
         ], cons, { empty: 'No consumers.' }));
     } else {
       fill(childTitle, 'Channels');
-      fill(children, channelTable(await get(base + '/channels'), false));
+      fill(children, channelTable(await get(base + '/channels')));
     }
   }
   return { el, refresh };
@@ -102,10 +102,10 @@ function mode(ch) {
   return [ch.confirm ? h('abbr', { class: 'tag', title: 'confirm' }, 'C') : null, ch.transactional ? h('abbr', { class: 'tag', title: 'transactional' }, 'T') : null];
 }
 
-function channelTable(items, withConn) {
+// channelTable lists a connection's channels.
+function channelTable(items) {
   return table([
     { title: 'Channel', sort: 'name', render: (c) => c.name, cls: 'name' },
-    withConn ? { title: 'Virtual host', sort: 'vhost', render: (c) => c.vhost, allOnly: true } : null,
     { title: 'User', sort: 'user', render: (c) => c.user },
     { title: 'Mode', render: mode },
     { title: 'State', sort: 'state', render: (c) => c.state },
@@ -113,7 +113,7 @@ function channelTable(items, withConn) {
     { title: 'Unacked', sort: 'messages_unacknowledged', render: (c) => fmtNum(c.messages_unacknowledged), cls: 'num' },
     { title: 'Unconfirmed', sort: 'messages_unconfirmed', render: (c) => fmtNum(c.messages_unconfirmed), cls: 'num' },
     { title: 'Consumers', sort: 'consumer_count', render: (c) => fmtNum(c.consumer_count), cls: 'num' },
-  ].filter(Boolean), items, { empty: 'No channels.' });
+  ], items, { empty: 'No channels.' });
 }
 
 export function channelsPage(ctx) {

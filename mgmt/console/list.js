@@ -45,7 +45,7 @@ export function pagedList(ctx, opts) {
     body);
 
   async function refresh() {
-    const vhost = opts.allVHostsOnly ? '' : ctx.vhost;
+    const vhost = ctx.vhost;
     const q = {
       page: st.page, page_size: st.pageSize, name: st.filter, use_regex: st.regex ? 'true' : '',
       sort: st.sort, sort_reverse: st.reverse ? 'true' : '', columns: opts.columns,
