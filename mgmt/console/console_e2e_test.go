@@ -107,6 +107,23 @@ func TestConsoleEndToEnd(t *testing.T) {
 	b.waitContains("#page-queue", "console-consumer")
 	b.shot("04-queue-consumed")
 
+	// Purge, on a queue without a consumer.
+	b.visit("/queues", "#add-queue-name")
+	b.do("add queue console-purge", b.fill("#add-queue-name", "console-purge"), click("#add-queue"))
+	b.waitContains("#queues-table", "console-purge")
+	b.visit("/queues/"+url.PathEscape("/")+"/console-purge", "#publish-payload")
+	for i := range 2 {
+		b.do("publish", b.fill("#publish-payload", "to purge"), click("#publish"))
+		b.waitText(statValue("queue-messages"), strconv.Itoa(i+1))
+	}
+	b.clickText("#page-queue button", "Purge messages")
+	b.clickText("#page-queue button", "Yes, purge messages")
+	b.waitText(statValue("queue-messages"), "0")
+	apiCall(t, tb, "GET", "/api/queues/%2F/console-purge", nil, &q)
+	if q.Messages != 0 {
+		t.Fatalf("console-purge has %d messages after the purge", q.Messages)
+	}
+
 	// Exchanges: add one, bind console-q to it with the editor, route a
 	// message through it, then remove the binding.
 	b.visit("/exchanges", "#exchanges-table")
@@ -325,6 +342,19 @@ func TestConsoleEndToEnd(t *testing.T) {
 		t.Fatalf("bob's permissions %v", perm)
 	}
 	b.shot("14-permissions")
+	b.clickInRow("#permissions-list", "^bob-", "Clear")
+	b.clickInRow("#permissions-list", "^bob-", "Yes, clear")
+	b.waitJS("bob's permissions gone", `!document.querySelector('#permissions-list').innerText.includes('^bob-')`)
+	if st := apiStatus(t, tb, "GET", "/api/permissions/console-vh/bob"); st != 404 {
+		t.Fatalf("bob's permissions after clearing: %d", st)
+	}
+	b.visit("/admin/vhosts", "#vhosts-list table")
+	b.clickInRow("#vhosts-list", "console-vh", "Delete")
+	b.clickInRow("#vhosts-list", "console-vh", "Yes, delete")
+	b.waitJS("console-vh gone", `!document.querySelector('#vhosts-list').innerText.includes('console-vh') && ![...document.querySelectorAll('#vhost-select option')].some((o) => o.value === 'console-vh')`)
+	if st := apiStatus(t, tb, "GET", "/api/vhosts/console-vh"); st != 404 {
+		t.Fatalf("console-vh after delete: %d", st)
+	}
 	b.visit("/admin/policies", "#policies-list table")
 	b.do("add policy",
 		b.fill("#page-admin-policies select[name=vhost]", "/"),
