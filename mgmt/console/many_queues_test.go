@@ -93,6 +93,29 @@ func TestConsoleTenThousandQueues(t *testing.T) {
 	b.waitText("#queues-table tbody tr:first-child td.messages", "3")
 	b.shot("03-sorted-by-depth")
 
+	// A refresh slower than the 5 s period is not stacked: the page's
+	// fetch is wrapped so the next /api/queues answer takes 5.5 s, and
+	// no other /api/queues request starts meanwhile although the 5 s
+	// timer fires during it.
+	b.do("slow the next answer", chromedp.Evaluate[chromedp.Void](`(() => {
+		const w = window.__slow = { started: 0, duringSlow: -1 };
+		const orig = window.fetch;
+		window.fetch = async (url, opts) => {
+			if (!String(url).startsWith('/api/queues')) return orig(url, opts);
+			w.started++;
+			if (w.started > 1) return orig(url, opts);
+			await new Promise((r) => setTimeout(r, 5500));
+			w.duringSlow = w.started;
+			return orig(url, opts);
+		};
+	})()`))
+	b.do("next page, slowly", click("#queues-next"))
+	b.waitJS("the slow refresh's end", `window.__slow.duringSlow >= 1`)
+	if n, _ := chromedp.Run(b.ctx, chromedp.Evaluate[int](`window.__slow.duringSlow`)); n != 1 {
+		t.Fatalf("%d /api/queues requests started during a slow refresh, want 1", n)
+	}
+	b.waitText("#queues-page", "Page 2 of 200")
+
 	// The page fetched one page at a time: every /api/queues request was
 	// paginated with at most 500 items.
 	reqs := b.queueRequests()
