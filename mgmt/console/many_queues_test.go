@@ -15,7 +15,9 @@ import (
 )
 
 // Ensure the queues page pages, filters and sorts 10,000 queues on the
-// server: every request it makes asks for one page, never all of them.
+// server: every request it makes asks for one page, never all of them;
+// and that the 5 s refresh neither stacks behind a slow answer nor runs
+// while the page is hidden.
 func TestConsoleTenThousandQueues(t *testing.T) {
 	if chromiumPath() == "" {
 		newBrowser(t, nil) // skips, saying why
@@ -115,6 +117,24 @@ func TestConsoleTenThousandQueues(t *testing.T) {
 		t.Fatalf("%d /api/queues requests started during a slow refresh, want 1", n)
 	}
 	b.waitText("#queues-page", "Page 2 of 200")
+
+	// A hidden page does not refresh: with document.visibilityState
+	// hidden for 5.5 s (more than a period), no request starts; shown
+	// again, it refreshes at once.
+	b.do("hide the page", chromedp.Evaluate[chromedp.Void](`(() => {
+		const w = window.__slow;
+		w.hidden = true;
+		w.startedHidden = w.started;
+		Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (w.hidden ? 'hidden' : 'visible') });
+		document.dispatchEvent(new Event('visibilitychange'));
+		setTimeout(() => { w.afterPeriod = w.started; }, 5500);
+	})()`))
+	b.waitJS("a period hidden", `window.__slow.afterPeriod !== undefined`)
+	if n, _ := chromedp.Run(b.ctx, chromedp.Evaluate[int](`window.__slow.afterPeriod - window.__slow.startedHidden`)); n != 0 {
+		t.Fatalf("%d /api/queues requests while the page was hidden", n)
+	}
+	b.do("show the page", chromedp.Evaluate[chromedp.Void](`window.__slow.hidden = false; document.dispatchEvent(new Event('visibilitychange'))`))
+	b.waitJS("a refresh once shown", `window.__slow.started > window.__slow.afterPeriod`)
 
 	// The page fetched one page at a time: every /api/queues request was
 	// paginated with at most 500 items.
