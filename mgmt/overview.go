@@ -76,8 +76,21 @@ func (s *Server) overview(q *request) error {
 	if err != nil {
 		return err
 	}
+	now := s.rates.clock()
+	msgRange, err := parseRange(q.r.URL.Query(), "msg_rates", now)
+	if err != nil {
+		return err
+	}
+	lenRange, err := parseRange(q.r.URL.Query(), "lengths", now)
+	if err != nil {
+		return err
+	}
 	t := &totals{}
 	exchanges := 0
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+	}
 	for _, v := range vs {
 		vt := s.rates.vhostTotals(v.Name)
 		t.add(vt.count, vt.rate)
@@ -87,6 +100,17 @@ func (s *Server) overview(q *request) error {
 	}
 	qt := obj{}
 	t.put(qt)
+	if msgRange != nil || lenRange != nil {
+		hs := s.rates.historyOfVHosts(names)
+		if msgRange != nil {
+			ts, rs := rangeSamples(hs, msgRange)
+			putSamples(qt["message_stats"].(obj), ts, rs, msgRateFields)
+		}
+		if lenRange != nil {
+			ts, rs := rangeSamples(hs, lenRange)
+			putSamples(qt, ts, rs, lengthFields)
+		}
+	}
 	connections, channels := s.connectionCounts(q)
 	return q.reply(obj{
 		"management_version":  managementVersion,
