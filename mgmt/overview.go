@@ -112,6 +112,7 @@ func (s *Server) overview(q *request) error {
 		}
 	}
 	connections, channels := s.connectionCounts(q)
+	t.consumers += s.streamConsumerCount(names)
 	return q.reply(obj{
 		"management_version":  managementVersion,
 		"rates_mode":          "basic",
