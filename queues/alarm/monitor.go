@@ -110,7 +110,8 @@ type Monitor struct {
 	memLimit, diskLimit uint64
 	stop                chan struct{}
 	done                chan struct{}
-	mu                  sync.Mutex // serialises checks (the loop and Check)
+	kick                chan struct{} // Check ran: re-arm the disk timer
+	mu                  sync.Mutex    // serialises checks (the loop and Check)
 }
 
 // Start computes the limits, takes a first reading and starts
@@ -118,7 +119,7 @@ type Monitor struct {
 // memory cannot be read for a relative one).
 func Start(s *Set, cfg Config) (*Monitor, error) {
 	cfg = cfg.ensureDefaults()
-	m := &Monitor{set: s, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Monitor{set: s, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	l := cfg.Limits
 	if l.MemoryRelative < 0 || l.MemoryRelative > 1 || l.DiskFreeRelative < 0 {
 		return nil, fmt.Errorf("alarm: relative limits out of range: memory %g (0-1), disk %g (≥ 0)", l.MemoryRelative, l.DiskFreeRelative)
@@ -155,6 +156,10 @@ func (m *Monitor) DiskFreeLimit() uint64 { return m.diskLimit }
 func (m *Monitor) Check() {
 	m.checkMemory()
 	m.checkDisk()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Stop ends the monitoring and waits for it; the alarms stay as they
@@ -182,6 +187,8 @@ func (m *Monitor) loop(diskWait time.Duration) {
 			m.checkMemory()
 		case <-diskT.C:
 			diskT.Reset(m.checkDisk())
+		case <-m.kick:
+			diskT.Reset(m.diskInterval(m.set.diskFree.Load()))
 		}
 	}
 }
