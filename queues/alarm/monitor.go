@@ -65,7 +65,14 @@ type Config struct {
 	// 1 GB/s; RabbitMQ assumes 250 MB/s, which Warren's stream writes
 	// can exceed).
 	DiskFillRate float64
-	Logger       *slog.Logger
+	// Reclaim, if set, is called when memory reads above the watermark,
+	// at most once per ReclaimInterval (default 1 s), before the memory
+	// is read again and the alarm decided: the daemon's returns garbage
+	// to the OS (debug.FreeOSMemory), so that memory the collector has
+	// not yet reclaimed neither raises the alarm nor holds it on.
+	Reclaim         func()
+	ReclaimInterval time.Duration
+	Logger          *slog.Logger
 }
 
 func (c Config) ensureDefaults() Config {
@@ -97,6 +104,9 @@ func (c Config) ensureDefaults() Config {
 	if c.DiskFillRate <= 0 {
 		c.DiskFillRate = 1e9
 	}
+	if c.ReclaimInterval <= 0 {
+		c.ReclaimInterval = time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -112,6 +122,7 @@ type Monitor struct {
 	done                chan struct{}
 	kick                chan struct{} // Check ran: re-arm the disk timer
 	mu                  sync.Mutex    // serialises checks (the loop and Check)
+	lastReclaim         time.Time     // under mu
 }
 
 // Start computes the limits, takes a first reading and starts
@@ -200,6 +211,11 @@ func (m *Monitor) checkMemory() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	used, err := m.cfg.ReadMemory()
+	if err == nil && used > m.memLimit && m.cfg.Reclaim != nil && time.Since(m.lastReclaim) >= m.cfg.ReclaimInterval {
+		m.lastReclaim = time.Now()
+		m.cfg.Reclaim()
+		used, err = m.cfg.ReadMemory()
+	}
 	if err != nil {
 		m.cfg.Logger.Warn("memory monitor: cannot read the memory in use", "err", err)
 		return
