@@ -122,6 +122,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	stopAlarms, err := startAlarms(broker, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAlarms()
 	if cfg.LoadDefinitions != "" {
 		// As RabbitMQ's load_definitions: applied at every start; a
 		// file that does not import stops the start.
