@@ -238,3 +238,31 @@ func TestTotalMemory(t *testing.T) {
 		t.Fatalf("resident memory: %d, %v", n, err)
 	}
 }
+
+// Ensure a reading above the watermark first reclaims and reads again,
+// so memory the reclaim frees raises no alarm, and that reclaims are
+// rate-limited while memory stays above.
+func TestMonitorReclaim(t *testing.T) {
+	var mem fake
+	reclaims := 0
+	var freed uint64
+	var s Set
+	m, err := Start(&s, Config{Limits: Limits{MemoryAbsolute: 1000}, ReadMemory: mem.read, ReadDiskFree: func() (uint64, error) { return 1 << 40, nil },
+		TotalMemory: func() (uint64, error) { return 1 << 30, nil }, MemoryInterval: time.Hour, DiskMaxInterval: time.Hour,
+		Reclaim: func() { reclaims++; mem.v.Add(^(freed - 1)) }, ReclaimInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	mem.v.Store(1500)
+	freed = 600 // garbage: the reclaim brings it under the watermark
+	m.Check()
+	if s.Active() != 0 || reclaims != 1 || s.Readings().MemUsed != 900 {
+		t.Fatalf("alarm %b after %d reclaims, used %d", s.Active(), reclaims, s.Readings().MemUsed)
+	}
+	mem.v.Store(1500)
+	m.Check() // within the reclaim interval: no reclaim, the alarm goes on
+	if s.Active() != Memory || reclaims != 1 {
+		t.Fatalf("alarm %b after %d reclaims", s.Active(), reclaims)
+	}
+}
