@@ -438,3 +438,87 @@ func TestDiskAlarmReaction(t *testing.T) {
 		<-pubDone
 	}
 }
+
+func do(t *testing.T, method, url, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// Ensure an operator can free disk space during a disk alarm: a
+// tighter retention policy deletes a stream's old segments at once, and
+// a stream can be deleted, through the management API.
+func TestDiskAlarmRetentionAndDeletesWork(t *testing.T) {
+	tb := mgmttest.Start(t)
+	host, port, _ := strings.Cut(tb.StreamAddr, ":")
+	var p int
+	for _, c := range port {
+		p = p*10 + int(c-'0')
+	}
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetHost(host).SetPort(p).
+		SetUser("guest").SetPassword("guest").SetAddressResolver(stream.AddressResolver{Host: host, Port: p}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	for _, name := range []string{"trim", "drop"} {
+		if err := env.DeclareStream(name, stream.NewStreamOptions().SetMaxSegmentSizeBytes(stream.ByteCapacity{}.KB(4))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod, err := env.NewProducer("trim", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirms := prod.NotifyPublishConfirmation()
+	for range 20 { // 20 batches of 4 KiB: a segment each
+		var msgs []message.StreamMessage
+		for range 4 {
+			msgs = append(msgs, amqp.NewMessage(make([]byte, 1000)))
+		}
+		if err := prod.BatchSend(msgs); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < 4; {
+			select {
+			case cs := <-confirms:
+				n += len(cs)
+			case <-time.After(wait):
+				t.Fatal("no confirm")
+			}
+		}
+	}
+	s, err := tb.Broker.Stream("/", "trim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats()
+
+	tb.Readings.DiskFree.Store(1)
+	tb.Monitor.Check()
+	checkVisible(t, tb, false, true)
+	if code := do(t, "PUT", tb.URL+"/api/policies/%2F/trim", `{"pattern":"^trim$","apply-to":"streams","definition":{"max-length-bytes":10000}}`); code != 201 {
+		t.Fatalf("policy: %d", code)
+	}
+	after := s.Stats()
+	if after.Segments >= before.Segments || after.Bytes > 10_000+5_000 {
+		t.Fatalf("retention during the alarm: %d segments, %d bytes before; %d, %d after", before.Segments, before.Bytes, after.Segments, after.Bytes)
+	}
+	t.Logf("retention during the disk alarm: %d segments, %d bytes before; %d, %d after", before.Segments, before.Bytes, after.Segments, after.Bytes)
+	if code := do(t, "DELETE", tb.URL+"/api/queues/%2F/drop", ""); code != 204 {
+		t.Fatalf("delete during the alarm: %d", code)
+	}
+	if _, err := tb.Broker.Stream("/", "drop"); err == nil {
+		t.Fatal("stream not deleted")
+	}
+	tb.Readings.DiskFree.Store(mgmttest.StartDiskFree)
+	tb.Monitor.Check()
+	checkVisible(t, tb, false, false)
+}
