@@ -73,8 +73,8 @@ func rss(pid int) uint64 {
 // second's average are logged next to the limit
 // (go test -v -run MemoryWatermark ./tools/warren).
 func TestMemoryWatermark(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures for seconds")
+	if testing.Short() || raceEnabled {
+		t.Skip("measures memory for seconds")
 	}
 	seconds := 3
 	if s := os.Getenv("WARREN_WATERMARK_SECONDS"); s != "" {
