@@ -134,8 +134,14 @@ func TestMonitor(t *testing.T) {
 	if _, err := Start(&Set{}, Config{Limits: Limits{MemoryRelative: 1.5}, TotalMemory: total}); err == nil {
 		t.Error("relative 1.5 accepted")
 	}
-	if _, err := Start(&Set{}, Config{TotalMemory: func() (uint64, error) { return 0, errors.New("no") }}); err == nil {
-		t.Error("unknown total memory accepted")
+	// An unreadable total memory is taken as 1 GiB, as RabbitMQ does.
+	m, err = Start(&Set{}, Config{ReadMemory: mem.read, ReadDiskFree: disk.read, TotalMemory: func() (uint64, error) { return 0, errors.New("no") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	if m.MemoryLimit() != 644_245_094 { // 0.6 GiB
+		t.Errorf("limit with an unknown total: %d", m.MemoryLimit())
 	}
 }
 

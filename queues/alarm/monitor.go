@@ -16,6 +16,10 @@ const (
 	DefaultDiskFreeAbsolute = 50_000_000
 )
 
+// unknownTotalMemory is what RabbitMQ assumes when it cannot read the
+// total memory (MEMORY_SIZE_FOR_UNKNOWN_OS).
+const unknownTotalMemory = 1 << 30
+
 // Limits say where the alarms go off; zero fields take RabbitMQ's
 // defaults.
 type Limits struct {
@@ -126,8 +130,8 @@ type Monitor struct {
 }
 
 // Start computes the limits, takes a first reading and starts
-// monitoring; Stop ends it. The error is about the limits (the total
-// memory cannot be read for a relative one).
+// monitoring; Stop ends it. The error is about the limits: a relative
+// one out of range.
 func Start(s *Set, cfg Config) (*Monitor, error) {
 	cfg = cfg.ensureDefaults()
 	m := &Monitor{set: s, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
@@ -137,7 +141,10 @@ func Start(s *Set, cfg Config) (*Monitor, error) {
 	}
 	total, err := cfg.TotalMemory()
 	if err != nil {
-		return nil, fmt.Errorf("alarm: total memory: %w", err)
+		// As RabbitMQ on an OS whose memory it cannot read: assume
+		// 1 GiB and say so.
+		total = unknownTotalMemory
+		cfg.Logger.Warn("cannot read the total memory: assuming 1 GiB; set vm_memory_high_watermark.absolute", "err", err)
 	}
 	m.memLimit = uint64(l.MemoryRelative * float64(total))
 	if l.MemoryAbsolute > 0 {
