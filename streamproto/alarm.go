@@ -54,7 +54,7 @@ func (c *conn) blockWhileAlarmed() bool {
 	return true
 }
 
-// connState is the connection's state as RabbitMQ's API shows it.
+// apiState is the connection's state as RabbitMQ's API shows it.
 func (c *conn) apiState() string {
 	if c.blocked.Load() {
 		return queues.StateBlocked
