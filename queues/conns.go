@@ -21,8 +21,8 @@ const (
 // Connection and channel states, as RabbitMQ reports them.
 const (
 	StateRunning  = "running"
-	StateBlocked  = "blocked"  // reserved: Warren does not block publishers yet
-	StateBlocking = "blocking" // reserved, likewise
+	StateBlocked  = "blocked"  // a publisher no longer read: a resource alarm is on
+	StateBlocking = "blocking" // an AMQP connection during an alarm, until it publishes
 	StateClosing  = "closing"  // a channel that sent channel.close and awaits close-ok
 )
 
@@ -66,7 +66,7 @@ type ConnInfo struct {
 	FrameMax         uint32 `json:"frame_max"`   // negotiated, bytes
 	ChannelMax       uint16 `json:"channel_max"` // negotiated; 0 for the stream protocol
 	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
-	State            string `json:"state"`       // StateRunning
+	State            string `json:"state"`       // StateRunning, StateBlocking, StateBlocked
 	SSL              bool   `json:"ssl"`
 	Channels         int    `json:"channels"` // open AMQP channels; 0 for the stream protocol
 

@@ -16,7 +16,8 @@
 // # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
 // stream.*, heartbeat, frame_max, channel_max, default_user and the
 // other default_* keys, loopback_users, management.tcp.*, prometheus.tcp.*,
-// load_definitions, log.console.*) and warren.* keys for what only
+// load_definitions, log.console.*, vm_memory_high_watermark.*,
+// disk_free_limit.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
 // warren.debug_listen); warren.conf.example lists them all. A key of
 // RabbitMQ's that Warren does not act on, an unknown key or a malformed
@@ -122,6 +123,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	stopAlarms, err := startAlarms(broker, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAlarms()
 	if cfg.LoadDefinitions != "" {
 		// As RabbitMQ's load_definitions: applied at every start; a
 		// file that does not import stops the start.
