@@ -57,6 +57,7 @@ type conn struct {
 	heartbeat     atomic.Int64 // ns; read by the writer
 	cancelNotify  bool         // client capability consumer_cancel_notify
 	authFailClose bool         // client capability authentication_failure_close
+	blockedNotify bool         // client capability connection.blocked
 
 	// Owned by the reader goroutine.
 	fr       *wire.FrameReader
@@ -71,6 +72,11 @@ type conn struct {
 	// forced is CloseForced's connection.close, for the reader goroutine
 	// to send (info.go).
 	forced atomic.Pointer[amqpError]
+	// kicked is closed by CloseForced: it wakes a reader blocked by an
+	// alarm (alarm.go).
+	kicked chan struct{}
+	// blocked is set while the reader is held by an alarm (alarm.go).
+	blocked atomic.Bool
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -91,6 +97,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		channels:    map[uint16]*channel{},
 		writerDone:  make(chan struct{}),
 		stop:        make(chan struct{}),
+		kicked:      make(chan struct{}),
 	}
 	c.fr = wire.NewFrameReader(c.stats.Reader(nc), 64<<10)
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -226,6 +233,11 @@ func (c *conn) run() error {
 				return c.hardClose(newError(wire.FrameError, "%s", fe.Text))
 			}
 			return err
+		}
+		if isPublishFrame(f) {
+			if err := c.blockWhileAlarmed(); err != nil {
+				return err
+			}
 		}
 		if err := c.dispatch(f); err != nil {
 			var ae *amqpError
@@ -363,6 +375,7 @@ func (c *conn) handshake() error {
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 		c.authFailClose, _ = caps["authentication_failure_close"].(bool)
+		c.blockedNotify, _ = caps["connection.blocked"].(bool)
 	}
 	user, err := c.authenticate(so)
 	if aerr := (*amqpError)(nil); errors.As(err, &aerr) {

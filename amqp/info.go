@@ -43,7 +43,7 @@ func (c *conn) Info() queues.ConnInfo {
 		FrameMax:         c.frameMax,
 		ChannelMax:       c.channelMax,
 		Heartbeat:        uint32(time.Duration(c.heartbeat.Load()) / time.Second),
-		State:            queues.StateRunning,
+		State:            c.state(),
 		SSL:              c.ssl,
 		RecvOct:          c.stats.RecvOct.Load(),
 		SendOct:          c.stats.SendOct.Load(),
@@ -150,6 +150,7 @@ func (c *conn) CloseForced(reason string) {
 		return
 	}
 	c.log.Info("closing connection", "reason", reason)
+	close(c.kicked)
 	c.nc.SetReadDeadline(time.Now())
 }
 

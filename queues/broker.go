@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/alarm"
 	"github.com/warren-mq/warren/queues/classic"
 )
 
@@ -83,6 +84,7 @@ type Broker struct {
 	churn        Churn                      // connection, channel and queue churn (metrics.go)
 	streamErrs   StreamErrors               // stream protocol error responses (metrics.go)
 	deadLettered classic.DeadLetterCounters // dead-lettered messages (metrics.go)
+	alarms       alarm.Set                  // resource alarms in effect (Alarms)
 
 	mu struct {
 		sync.Mutex
@@ -93,6 +95,11 @@ type Broker struct {
 }
 
 type streamName struct{ vhost, name string }
+
+// Alarms returns the broker's resource alarms: the front ends block
+// publishers while one is in effect, the API and the metrics show them.
+// A monitor (alarm.Start) sets them; without one none is ever raised.
+func (b *Broker) Alarms() *alarm.Set { return &b.alarms }
 
 // Open opens (creating if need be) the broker state in dataDir: the catalog
 // in dataDir/catalog and streams under dataDir/streams. A new data

@@ -23,8 +23,8 @@ const (
 // Connection and channel states, as RabbitMQ reports them.
 const (
 	StateRunning  = "running"
-	StateBlocked  = "blocked"  // reserved: Warren does not block publishers yet
-	StateBlocking = "blocking" // reserved, likewise
+	StateBlocked  = "blocked"  // a publisher no longer read: a resource alarm is on
+	StateBlocking = "blocking" // an AMQP connection during an alarm, until it publishes
 	StateClosing  = "closing"  // a channel that sent channel.close and awaits close-ok
 )
 
@@ -68,7 +68,7 @@ type ConnInfo struct {
 	FrameMax         uint32 `json:"frame_max"`   // negotiated, bytes
 	ChannelMax       uint16 `json:"channel_max"` // negotiated; 0 for the stream protocol
 	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
-	State            string `json:"state"`       // StateRunning
+	State            string `json:"state"`       // StateRunning, StateBlocking, StateBlocked
 	SSL              bool   `json:"ssl"`
 	// TLS is the TLS session of an SSL connection (nil otherwise): the
 	// API's ssl_* and peer_cert_* fields.

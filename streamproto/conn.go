@@ -67,6 +67,7 @@ type conn struct {
 	pending *pubFrame
 
 	heartbeat atomic.Int64 // negotiated heartbeat, ns; read by the writer
+	blocked   atomic.Bool  // the reader is held by a resource alarm (alarm.go)
 
 	// mu guards publishers and subscriptions: the reader goroutine changes
 	// them, and stream deletion (another goroutine) removes entries.
@@ -236,6 +237,12 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		key := wire.Key(binary.BigEndian.Uint16(hdr[4:]))
+		if key == wire.KeyPublish && c.state == stateOpen && !c.blockWhileAlarmed() {
+			if c.isForced() {
+				return errForced
+			}
+			return c.ctx.Err()
+		}
 		var body []byte
 		if key == wire.KeyPublish {
 			// Owned by the batch until it is confirmed.

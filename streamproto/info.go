@@ -46,7 +46,7 @@ func (c *conn) Info() queues.ConnInfo {
 		UserProvidedName: c.peerProps["connection_name"],
 		FrameMax:         c.frameMax,
 		Heartbeat:        uint32(time.Duration(c.heartbeat.Load()) / time.Second),
-		State:            queues.StateRunning,
+		State:            c.apiState(),
 		RecvOct:          c.stats.RecvOct.Load(),
 		SendOct:          c.stats.SendOct.Load(),
 		RecvCnt:          c.stats.RecvCnt.Load(),

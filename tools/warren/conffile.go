@@ -157,6 +157,30 @@ var confKeys = []struct {
 		s.cfg.LogLevel = e.Value
 		return nil
 	}},
+	{"vm_memory_high_watermark.relative", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		f, err := fraction(e.Value, 1, "the memory alarm always on, blocking every publisher")
+		s.cfg.Alarms.MemoryRelative = f
+		return err
+	}},
+	{"vm_memory_high_watermark.absolute", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		n, err := limit(e.Value, rabbitconf.ParseInformationUnit, 1, math.MaxInt64, "the memory alarm always on, blocking every publisher")
+		s.cfg.Alarms.MemoryAbsolute = uint64(n)
+		return err
+	}},
+	{"disk_free_limit.relative", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		f, err := fraction(e.Value, math.MaxFloat64, "no disk alarm")
+		s.cfg.Alarms.DiskFreeRelative = f
+		return err
+	}},
+	{"disk_free_limit.absolute", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		n, err := limit(e.Value, rabbitconf.ParseInformationUnit, 1, math.MaxInt64, "no disk alarm")
+		s.cfg.Alarms.DiskFreeAbsolute = uint64(n)
+		return err
+	}},
 	{"warren.data_dir", func(s *confState, e rabbitconf.Entry) error {
 		s.cfg.DataDir = e.Value
 		return nonEmpty(e.Value)
@@ -200,6 +224,7 @@ type confState struct {
 	logConsole                   *bool
 	channelMax                   map[string]rabbitconf.Entry // channel_max and its alias
 	definitions                  map[string]rabbitconf.Entry // load_definitions, management.load_definitions
+	alarms                       map[string]rabbitconf.Entry // vm_memory_high_watermark.*, disk_free_limit.*
 	tls                          tlsKeys                     // conftls.go
 }
 
@@ -298,6 +323,13 @@ func (s *confState) finish() {
 	if len(s.channelMax) > 1 {
 		a, b := s.channelMax["channel_max"], s.channelMax["max_channels_per_connection"]
 		s.errorf(max(a.Line, b.Line), "channel_max and max_channels_per_connection (lines %d and %d) are the same setting; keep one", a.Line, b.Line)
+	}
+	for _, k := range []string{"vm_memory_high_watermark", "disk_free_limit"} {
+		a, okA := s.alarms[k+".absolute"]
+		r, okR := s.alarms[k+".relative"]
+		if okA && okR {
+			s.errorf(max(a.Line, r.Line), "%s and %s (lines %d and %d) are both set; RabbitMQ takes the absolute one: keep one", a.Key, r.Key, a.Line, r.Line)
+		}
 	}
 	if len(s.definitions) > 1 {
 		a, b := s.definitions["load_definitions"], s.definitions["management.load_definitions"]
@@ -403,6 +435,30 @@ func setPermission(s *confState, e rabbitconf.Entry) error {
 		return fmt.Errorf("%q is not a regular expression: %v", e.Value, err)
 	}
 	return nil
+}
+
+// alarmKey notes a memory or disk limit key, for the check that
+// absolute and relative are not both given.
+func (s *confState) alarmKey(e rabbitconf.Entry) {
+	if s.alarms == nil {
+		s.alarms = map[string]rabbitconf.Entry{}
+	}
+	s.alarms[e.Key] = e
+}
+
+// fraction reads a relative limit: a number above 0 and at most hi. 0,
+// which RabbitMQ reads as zeroMeans, is not supported.
+func fraction(v string, hi float64, zeroMeans string) (float64, error) {
+	f, err := rabbitconf.ParseFloat(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case f == 0:
+		return 0, fmt.Errorf("0 (RabbitMQ: %s) is not supported by Warren", zeroMeans)
+	case f < 0 || f > hi:
+		return 0, fmt.Errorf("%s is out of range (0, %g]", v, hi)
+	}
+	return f, nil
 }
 
 func setDefinitions(s *confState, e rabbitconf.Entry) error {

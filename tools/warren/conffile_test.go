@@ -11,6 +11,7 @@ import (
 	"github.com/warren-mq/warren/internal/rabbitconf"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 )
 
 // readConf applies conf onto the defaults, as the file w.conf.
@@ -83,6 +84,8 @@ loopback_users.guest = false
 loopback_users.john\.doe = true
 log.console = true
 log.console.level = warning
+vm_memory_high_watermark.relative = 0.4
+disk_free_limit.absolute = 2GB
 warren.data_dir = /var/lib/warren
 warren.retention_interval = 30s
 warren.debug_listen = 127.0.0.1:6060
@@ -114,6 +117,7 @@ warren.debug_listen = 127.0.0.1:6060
 			Permissions: &queues.Permissions{Configure: "^alice-.*", Write: "^(alice|shared)-.*", Read: ".*"},
 		},
 		LoopbackUsers: []string{"alice", "john.doe"},
+		Alarms:        alarm.Limits{MemoryRelative: 0.4, DiskFreeAbsolute: 2_000_000_000},
 		TLS: TLSConfig{
 			AMQPListen: ":5671", StreamListen: "127.0.0.1:5551", StreamAdvertise: "tls.example.com:6551",
 			HTTPSListen: "127.0.0.1:15674", PrometheusListen: "127.0.0.1:15694",
@@ -135,7 +139,9 @@ warren.debug_listen = 127.0.0.1:6060
 		t.Fatal(err)
 	}
 	for _, k := range confKeys {
-		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions") {
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions",
+			// absolute or relative, not both: TestConfFileCombinations
+			"vm_memory_high_watermark.absolute", "disk_free_limit.relative") {
 			t.Errorf("key %s not in the test", k.key)
 		}
 	}
@@ -193,6 +199,24 @@ func TestConfFileCombinations(t *testing.T) {
 		{"empty permission", "default_permissions.configure = ''\ndefault_permissions.read = ''\ndefault_permissions.write = ''\n", func(c Config) bool {
 			return *c.Bootstrap.Permissions == queues.Permissions{}
 		}},
+		{"memory absolute", "vm_memory_high_watermark.absolute = 1024MiB\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 1 << 30}
+		}},
+		{"memory absolute in bytes", "vm_memory_high_watermark.absolute = 1073741824\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 1 << 30}
+		}},
+		{"memory absolute decimal unit", "vm_memory_high_watermark.absolute = 2G\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 2e9}
+		}},
+		{"memory relative 1", "vm_memory_high_watermark.relative = 1\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryRelative: 1}
+		}},
+		{"disk relative", "disk_free_limit.relative = 1.5\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{DiskFreeRelative: 1.5}
+		}},
+		{"disk absolute kB", "disk_free_limit.absolute = 50000kB\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{DiskFreeAbsolute: 50_000_000}
+		}},
 		{"permit transient", "deprecated_features.permit.transient_nonexcl_queues = true\n", func(c Config) bool { return !c.DenyTransientNonExclusive }},
 		{"tls off", "listeners.ssl = none\nstream.listeners.ssl = none\n", func(c Config) bool { return c.TLS.AMQPListen == "" && c.TLS.StreamListen == "" }},
 		{"https ip only", "management.ssl.ip = ::1\n", func(c Config) bool { return c.TLS.HTTPSListen == "[::1]:15671" }},
@@ -224,7 +248,16 @@ func TestConfFileErrors(t *testing.T) {
 	}{
 		{"unknown", "heartbeat = 5\nfoo.bar = 1\n", `w.conf:2: unknown key "foo.bar"`},
 		{"unknown warren key", "warren.foo = 1\n", `w.conf:1: unknown key "warren.foo"`},
-		{"rabbit key", "\n\nvm_memory_high_watermark.relative = 0.6\n", `w.conf:3: RabbitMQ's key "vm_memory_high_watermark.relative" is not supported by Warren yet`},
+		{"rabbit key", "\n\nvm_memory_calculation_strategy = rss\n", `w.conf:3: RabbitMQ's key "vm_memory_calculation_strategy" is not supported by Warren yet`},
+		{"memory both", "vm_memory_high_watermark.relative = 0.5\nvm_memory_high_watermark.absolute = 1GB\n", `w.conf:2: vm_memory_high_watermark.absolute and vm_memory_high_watermark.relative (lines 2 and 1) are both set; RabbitMQ takes the absolute one: keep one`},
+		{"disk both", "disk_free_limit.absolute = 1GB\ndisk_free_limit.relative = 2.0\n", `w.conf:2: disk_free_limit.absolute and disk_free_limit.relative (lines 1 and 2) are both set`},
+		{"memory relative above 1", "vm_memory_high_watermark.relative = 1.5\n", `w.conf:1: vm_memory_high_watermark.relative: 1.5 is out of range (0, 1]`},
+		{"memory relative 0", "vm_memory_high_watermark.relative = 0\n", `w.conf:1: vm_memory_high_watermark.relative: 0 (RabbitMQ: the memory alarm always on, blocking every publisher) is not supported by Warren`},
+		{"memory relative word", "vm_memory_high_watermark.relative = high\n", `w.conf:1: vm_memory_high_watermark.relative: "high" is not a decimal number`},
+		{"memory absolute unit", "vm_memory_high_watermark.absolute = 2T\n", `w.conf:1: vm_memory_high_watermark.absolute: "2T" is not an amount of information`},
+		{"memory absolute fraction", "vm_memory_high_watermark.absolute = 1.5GB\n", `w.conf:1: vm_memory_high_watermark.absolute: "1.5GB" is not an amount of information`},
+		{"disk absolute 0", "disk_free_limit.absolute = 0\n", `w.conf:1: disk_free_limit.absolute: 0 (RabbitMQ: no disk alarm) is not supported by Warren yet`},
+		{"disk relative negative", "disk_free_limit.relative = -1\n", `w.conf:1: disk_free_limit.relative: -1 is out of range`},
 		{"ssl password", "ssl_options.password = secret\n", `w.conf:1: RabbitMQ's key "ssl_options.password" is not supported by Warren yet`},
 		{"ssl ciphers", "ssl_options.ciphers.1 = ECDHE-ECDSA-AES256-GCM-SHA384\n", `w.conf:1: RabbitMQ's key "ssl_options.ciphers.1" is not supported by Warren yet`},
 		{"management ssl depth", "management.ssl.depth = 2\n", `w.conf:1: key "management.ssl.depth" of RabbitMQ's rabbitmq_management plugin is not supported by Warren yet`},
@@ -319,6 +352,7 @@ func TestConfExample(t *testing.T) {
 	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
 		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
 	want.LoopbackUsers = []string{"guest"}
+	want.Alarms = alarm.Limits{MemoryRelative: alarm.DefaultMemoryRelative, DiskFreeAbsolute: alarm.DefaultDiskFreeAbsolute}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 )
 
 // Config is the daemon's configuration: flags, or a file in
@@ -62,6 +63,10 @@ type Config struct {
 	// LoopbackUsers may only connect from loopback; nil means RabbitMQ's
 	// default, {"guest"}, and an empty non-nil slice nobody.
 	LoopbackUsers []string
+	// Alarms are the memory high watermark and the free disk limit
+	// (vm_memory_high_watermark.*, disk_free_limit.*); zero fields take
+	// RabbitMQ's defaults (0.6 of the memory, 50 MB).
+	Alarms alarm.Limits
 	// TLS is the TLS listeners and their certificates (conftls.go).
 	TLS TLSConfig
 }

@@ -20,7 +20,8 @@
 // stream.*, heartbeat, frame_max, channel_max, default_user and the
 // other default_* keys, loopback_users, management.tcp.*, prometheus.tcp.*,
 // listeners.ssl.*, ssl_options.*, management.ssl.*, prometheus.ssl.*,
-// load_definitions, log.console.*) and warren.* keys for what only
+// load_definitions, log.console.*, vm_memory_high_watermark.*,
+// disk_free_limit.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
 // warren.debug_listen); warren.conf.example lists them all. A key of
 // RabbitMQ's that Warren does not act on, an unknown key or a malformed
@@ -129,6 +130,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	stopAlarms, err := startAlarms(broker, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAlarms()
 	certs, err := loadCerts(cfg.TLS)
 	if err != nil {
 		return err
