@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -41,8 +43,9 @@ type conn struct {
 	name        string // RabbitMQ's "peer -> local"
 	connectedAt int64  // Unix ms
 	ssl         bool
-	stats       netserve.Counters // the socket's; the reader and writer add to them
-	ctr         queues.Counters   // messages, for the Prometheus endpoint (queues/metrics.go)
+	tls         *tls.ConnectionState // the handshake's, once the protocol header is read; nil without TLS
+	stats       netserve.Counters    // the socket's; the reader and writer add to them
+	ctr         queues.Counters      // messages, for the Prometheus endpoint (queues/metrics.go)
 
 	// Set during the handshake, then read-only.
 	user          string
@@ -345,11 +348,18 @@ func (c *conn) handshake() error {
 		c.out.frames(func(b []byte) []byte { return append(b, wire.ProtocolHeader[:]...) })
 		return errClosed
 	}
+	mechanisms := "PLAIN AMQPLAIN"
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// Reading the header completed the TLS handshake.
+		cs := tc.ConnectionState()
+		c.tls = &cs
+		mechanisms += " EXTERNAL" // as rabbitmq_auth_mechanism_ssl: offered on every TLS connection
+	}
 	c.send(0, &wire.ConnectionStart{
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(),
-		Mechanisms:       "PLAIN AMQPLAIN",
+		Mechanisms:       mechanisms,
 		Locales:          "en_US",
 	})
 	m, err := c.readMethod()
@@ -367,11 +377,11 @@ func (c *conn) handshake() error {
 		c.authFailClose, _ = caps["authentication_failure_close"].(bool)
 		c.blockedNotify, _ = caps["connection.blocked"].(bool)
 	}
-	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
-	if aerr != nil {
+	user, err := c.authenticate(so)
+	if aerr := (*amqpError)(nil); errors.As(err, &aerr) {
 		return c.hardClose(aerr.withMethod(so))
 	}
-	if _, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+	if err != nil {
 		c.log.Info("login refused", "user", user, "mechanism", so.Mechanism, "err", err)
 		if c.authFailClose {
 			text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
@@ -441,6 +451,28 @@ func limitText(v uint32) string {
 		return "0 (no limit)"
 	}
 	return strconv.FormatUint(uint64(v), 10)
+}
+
+// authenticate checks start-ok's credentials and returns the user name.
+// A malformed response or a mechanism not offered is an *amqpError;
+// another error refuses the login (ACCESS_REFUSED).
+func (c *conn) authenticate(so *wire.ConnectionStartOk) (string, error) {
+	if so.Mechanism == "EXTERNAL" && c.tls != nil {
+		// As rabbitmq_auth_mechanism_ssl: the response is ignored, the
+		// name comes from the verified client certificate.
+		user, err := tlsconf.PeerName(*c.tls, c.srv.cfg.CertLoginFrom)
+		if err != nil {
+			return "", err
+		}
+		_, err = c.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		return user, err
+	}
+	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
+	if aerr != nil {
+		return "", aerr
+	}
+	_, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr())
+	return user, err
 }
 
 // parseResponse decodes a PLAIN or AMQPLAIN response.

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -26,8 +27,9 @@ type testBroker struct {
 }
 
 type brokerOpts struct {
-	dir string // data directory; a new temp dir when empty
-	cfg Config // Broker is filled in
+	dir string      // data directory; a new temp dir when empty
+	cfg Config      // Broker is filled in
+	tls *tls.Config // serve TLS with it (amqps)
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -44,6 +46,9 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	if err != nil {
 		b.Close()
 		t.Fatal(err)
+	}
+	if o.tls != nil {
+		ln = tls.NewListener(ln, o.tls)
 	}
 	o.cfg.Broker = b
 	if os.Getenv("WARREN_TEST_LOG") != "" {

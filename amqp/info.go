@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -48,6 +49,10 @@ func (c *conn) Info() queues.ConnInfo {
 		SendOct:          c.stats.SendOct.Load(),
 		RecvCnt:          c.stats.RecvCnt.Load(),
 		SendCnt:          c.stats.SendCnt.Load(),
+	}
+	if c.tls != nil {
+		in := tlsconf.ConnInfo(*c.tls)
+		ci.TLS = &in
 	}
 	ci.UserProvidedName, _ = ci.ClientProperties["connection_name"].(string)
 	c.chmu.Lock()

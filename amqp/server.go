@@ -40,6 +40,11 @@ type Config struct {
 	// delivery is older than this; zero means 30 minutes, as RabbitMQ's
 	// consumer_timeout, and a negative value disables it.
 	ConsumerTimeout time.Duration
+	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
+	// verified client certificate: tlsconf.LoginFromDN (the default, as
+	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
+	// offered on TLS connections only.
+	CertLoginFrom string
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.

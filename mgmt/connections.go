@@ -246,7 +246,7 @@ func (s *Server) connObjs(cis []queues.ConnInfo) []obj {
 }
 
 // connObj is a connection as RabbitMQ's /api/connections shows it
-// (without rates, garbage collection and TLS details).
+// (without rates and garbage collection).
 func (s *Server) connObj(ci queues.ConnInfo) obj {
 	o := obj{
 		"name":                      ci.Name,
@@ -281,6 +281,12 @@ func (s *Server) connObj(ci queues.ConnInfo) obj {
 		"ssl_key_exchange":          nil,
 		"ssl_cipher":                nil,
 		"ssl_hash":                  nil,
+	}
+	if t := ci.TLS; t != nil {
+		o["ssl_protocol"], o["ssl_key_exchange"], o["ssl_cipher"], o["ssl_hash"] = t.Protocol, t.KeyExchange, t.Cipher, t.Hash
+		if t.PeerCertSubject != "" {
+			o["peer_cert_subject"], o["peer_cert_issuer"], o["peer_cert_validity"] = t.PeerCertSubject, t.PeerCertIssuer, t.PeerCertValidity
+		}
 	}
 	if ci.UserProvidedName != "" {
 		o["user_provided_name"] = ci.UserProvidedName

@@ -356,6 +356,19 @@ func (b *Broker) ClearPermissions(user, vhost string) error {
 // Authenticate checks a user's password; users in LoopbackUsers are
 // refused unless remote is a loopback address.
 func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, error) {
+	return b.authenticate(user, &password, remote)
+}
+
+// AuthenticateExternal accepts user without a password, for SASL
+// EXTERNAL: the caller has verified a client certificate that names it.
+// As with Authenticate, an unknown user is ErrAuthFailed and
+// LoopbackUsers apply.
+func (b *Broker) AuthenticateExternal(user string, remote net.Addr) (*User, error) {
+	return b.authenticate(user, nil, remote)
+}
+
+// authenticate checks user's password unless password is nil.
+func (b *Broker) authenticate(user string, password *string, remote net.Addr) (*User, error) {
 	var u User
 	if err := b.cat.get(userKey(user), &u); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -363,7 +376,7 @@ func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, er
 		}
 		return nil, err
 	}
-	if !checkHash(u.PasswordHash, u.HashingAlgorithm, password) {
+	if password != nil && !checkHash(u.PasswordHash, u.HashingAlgorithm, *password) {
 		return nil, ErrAuthFailed
 	}
 	if b.loopback[user] && !isLoopback(remote) {

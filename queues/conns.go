@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"sync"
+
+	"github.com/warren-mq/warren/internal/tlsconf"
 )
 
 // The broker's registry of client connections, for the management API:
@@ -68,7 +70,10 @@ type ConnInfo struct {
 	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
 	State            string `json:"state"`       // StateRunning, StateBlocking, StateBlocked
 	SSL              bool   `json:"ssl"`
-	Channels         int    `json:"channels"` // open AMQP channels; 0 for the stream protocol
+	// TLS is the TLS session of an SSL connection (nil otherwise): the
+	// API's ssl_* and peer_cert_* fields.
+	TLS      *TLSInfo `json:"-"`
+	Channels int      `json:"channels"` // open AMQP channels; 0 for the stream protocol
 
 	// Socket counters since the connection was accepted: bytes, and reads
 	// and writes that moved bytes (RabbitMQ's recv_cnt and send_cnt count
@@ -83,6 +88,10 @@ type ConnInfo struct {
 	StreamPublishers []StreamPublisherInfo `json:"-"` // stream protocol, by publisher id
 	StreamConsumers  []StreamConsumerInfo  `json:"-"` // stream protocol, by subscription id
 }
+
+// TLSInfo is what RabbitMQ's /api/connections shows of a TLS session
+// (ssl_protocol, ssl_cipher, peer_cert_subject, ...).
+type TLSInfo = tlsconf.Info
 
 // ChannelInfo is an AMQP 0-9-1 channel as RabbitMQ's /api/channels shows
 // it. Consumers is /api/channels/{name}'s consumer_details, without each

@@ -1,6 +1,7 @@
 package streamproto
 
 import (
+	"crypto/tls"
 	"net"
 	"testing"
 
@@ -14,9 +15,11 @@ type testBroker struct {
 	broker *queues.Broker
 	srv    *Server
 	addr   string // host:port of the stream listener
-	host   string
-	port   int
-	done   chan error
+	// tlsAddr is the TLS listener's host:port, with brokerOpts.tls.
+	tlsAddr string
+	host    string
+	port    int
+	done    chan error
 }
 
 type brokerOpts struct {
@@ -24,6 +27,9 @@ type brokerOpts struct {
 	heartbeat uint32
 	frameMax  uint32
 	stream    osiris.Options
+	// tls, if set, adds a TLS listener, advertised to TLS clients.
+	tls           *tls.Config
+	certLoginFrom string
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -44,11 +50,23 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 	tb := &testBroker{dir: o.dir, broker: b, addr: ln.Addr().String(), done: make(chan error, 1)}
 	tb.host = "127.0.0.1"
 	tb.port = ln.Addr().(*net.TCPAddr).Port
-	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax})
+	var tln net.Listener
+	if o.tls != nil {
+		if tln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			b.Close()
+			t.Fatal(err)
+		}
+		tb.tlsAddr = tln.Addr().String()
+	}
+	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax,
+		AdvertiseTLS: tb.tlsAddr, CertLoginFrom: o.certLoginFrom})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { tb.done <- tb.srv.Serve(ln) }()
+	if tln != nil {
+		go tb.srv.Serve(tls.NewListener(tln, o.tls))
+	}
 	t.Cleanup(tb.stop)
 	return tb
 }

@@ -3,6 +3,7 @@ package streamproto
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,8 +56,9 @@ type conn struct {
 	tunedFrameMax uint32 // limit once open, from Tune
 	user          string
 	mechanism     string
-	peerProps     map[string]string // the client's PeerProperties
-	removeFn      func()            // drops the connection from the broker's list
+	peerProps     map[string]string    // the client's PeerProperties
+	tls           *tls.ConnectionState // set at the first frame on a TLS connection
+	removeFn      func()               // drops the connection from the broker's list
 	deliverV2     bool
 	closing       bool // we sent Close and wait for its response
 	closed        bool // a Close was exchanged: linger before closing the socket

@@ -2,12 +2,14 @@ package streamproto
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
 )
@@ -17,6 +19,11 @@ import (
 // Heartbeat. Anything else, or a malformed frame, drops the connection.
 func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 	var err error
+	if tc, ok := c.nc.(*tls.Conn); ok && c.tls == nil {
+		// A frame was read: the TLS handshake is complete.
+		cs := tc.ConnectionState()
+		c.tls = &cs
+	}
 	switch key {
 	case wire.KeyPeerProperties:
 		c.handlePeerProperties(r)
@@ -25,9 +32,14 @@ func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 		if r.err == nil {
 			c.out.frame(func(b []byte) []byte {
 				b, start := wire.BeginResponse(b, wire.KeySaslHandshake, corr, wire.CodeOK)
-				b = wire.AppendU32(b, 2)
-				b = wire.AppendString(b, "PLAIN")
-				b = wire.AppendString(b, "AMQPLAIN")
+				mechs := []string{"PLAIN", "AMQPLAIN"}
+				if c.tls != nil {
+					mechs = append(mechs, "EXTERNAL") // as rabbitmq_auth_mechanism_ssl: on every TLS connection
+				}
+				b = wire.AppendU32(b, uint32(len(mechs)))
+				for _, m := range mechs {
+					b = wire.AppendString(b, m)
+				}
 				return wire.EndFrame(b, start)
 			})
 		}
@@ -94,11 +106,19 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 	}
 	var user, pass string
 	var ok bool
-	switch mech {
-	case "PLAIN":
+	var err error
+	switch {
+	case mech == "PLAIN":
 		user, pass, ok = parsePlain(data)
-	case "AMQPLAIN":
+	case mech == "AMQPLAIN":
 		user, pass, ok = parseAMQPlain(data)
+	case mech == "EXTERNAL" && c.tls != nil:
+		// The data is ignored: the name comes from the verified client
+		// certificate, as in rabbitmq_auth_mechanism_ssl.
+		if user, err = tlsconf.PeerName(*c.tls, c.srv.certLoginFrom); err == nil {
+			_, err = c.srv.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		}
+		ok = true
 	default:
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLMechanismNotSupported)
 		return errCloseConn
@@ -107,7 +127,10 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
-	if _, err := c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+	if mech != "EXTERNAL" {
+		_, err = c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr())
+	}
+	if err != nil {
 		code := wire.CodeAuthenticationFailure
 		if errors.Is(err, queues.ErrLoopbackOnly) {
 			code = wire.CodeAuthenticationLoopback
@@ -211,7 +234,8 @@ func (c *conn) handleOpen(r *reader) error {
 	// Listed before the response: a client that is open finds itself in
 	// the list (and the management API).
 	c.removeFn = c.srv.broker.AddConn(c)
-	props := map[string]string{"advertised_host": c.srv.advertiseHost, "advertised_port": c.srv.advertisePort}
+	host, port := c.advertised()
+	props := map[string]string{"advertised_host": host, "advertised_port": port}
 	keys := slices.Sorted(maps.Keys(props))
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, wire.KeyOpen, corr, wire.CodeOK)
@@ -219,4 +243,14 @@ func (c *conn) handleOpen(r *reader) error {
 		return wire.EndFrame(b, start)
 	})
 	return nil
+}
+
+// advertised is the host and port this connection's clients are told to
+// connect to: the TLS ones on a TLS connection, as RabbitMQ's stream
+// plugin does.
+func (c *conn) advertised() (host, port string) {
+	if c.tls != nil {
+		return c.srv.advertiseTLSHost, c.srv.advertiseTLSPort
+	}
+	return c.srv.advertiseHost, c.srv.advertisePort
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -50,6 +51,10 @@ func (c *conn) Info() queues.ConnInfo {
 		SendOct:          c.stats.SendOct.Load(),
 		RecvCnt:          c.stats.RecvCnt.Load(),
 		SendCnt:          c.stats.SendCnt.Load(),
+	}
+	if c.tls != nil {
+		in := tlsconf.ConnInfo(*c.tls)
+		ci.SSL, ci.TLS = true, &in
 	}
 	c.mu.Lock()
 	ci.VHost = c.mu.vhost

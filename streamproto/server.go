@@ -20,9 +20,14 @@ type Server struct {
 	log           *slog.Logger
 	advertiseHost string
 	advertisePort string
-	frameMax      uint32
-	heartbeat     uint32
-	handshakeWait time.Duration
+	// What TLS clients are told instead (stream.advertised_tls_host and
+	// _port); empty: as the others.
+	advertiseTLSHost string
+	advertiseTLSPort string
+	certLoginFrom    string
+	frameMax         uint32
+	heartbeat        uint32
+	handshakeWait    time.Duration
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -37,6 +42,15 @@ type Config struct {
 	// Advertise is the host:port that Open and Metadata tell clients to
 	// connect to.
 	Advertise string
+	// AdvertiseTLS is the host:port that Open and Metadata tell clients
+	// connected over TLS, as RabbitMQ's stream.advertised_tls_host and
+	// _port; empty: Advertise.
+	AdvertiseTLS string
+	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
+	// verified client certificate: tlsconf.LoginFromDN (the default, as
+	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
+	// offered on TLS connections only.
+	CertLoginFrom string
 	// FrameMax and Heartbeat (seconds) are offered in Tune; zero means
 	// DefaultFrameMax and DefaultHeartbeat.
 	FrameMax  uint32
@@ -58,15 +72,27 @@ func NewServer(cfg Config) (*Server, error) {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return nil, fmt.Errorf("streamproto: advertise port %q: %w", port, err)
 	}
+	tlsHost, tlsPort := host, port
+	if cfg.AdvertiseTLS != "" {
+		if tlsHost, tlsPort, err = net.SplitHostPort(cfg.AdvertiseTLS); err != nil {
+			return nil, fmt.Errorf("streamproto: TLS advertise %q: %w", cfg.AdvertiseTLS, err)
+		}
+		if _, err := strconv.ParseUint(tlsPort, 10, 16); err != nil {
+			return nil, fmt.Errorf("streamproto: TLS advertise port %q: %w", tlsPort, err)
+		}
+	}
 	s := &Server{
-		broker:        cfg.Broker,
-		super:         cfg.SuperStreams,
-		log:           cfg.Logger,
-		advertiseHost: host,
-		advertisePort: port,
-		frameMax:      cfg.FrameMax,
-		heartbeat:     cfg.Heartbeat,
-		handshakeWait: cfg.HandshakeTimeout,
+		advertiseTLSHost: tlsHost,
+		advertiseTLSPort: tlsPort,
+		certLoginFrom:    cfg.CertLoginFrom,
+		broker:           cfg.Broker,
+		super:            cfg.SuperStreams,
+		log:              cfg.Logger,
+		advertiseHost:    host,
+		advertisePort:    port,
+		frameMax:         cfg.FrameMax,
+		heartbeat:        cfg.Heartbeat,
+		handshakeWait:    cfg.HandshakeTimeout,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

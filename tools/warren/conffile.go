@@ -32,10 +32,8 @@ var confKeys = []struct {
 }{
 	{"listeners.tcp", func(s *confState, e rabbitconf.Entry) error { return s.amqp.setOff(e) }},
 	{"listeners.tcp.$name", func(s *confState, e rabbitconf.Entry) error { return s.amqp.add(e) }},
-	{"listeners.ssl", tlsOff},
 	{"stream.listeners.tcp", func(s *confState, e rabbitconf.Entry) error { return s.stream.setOff(e) }},
 	{"stream.listeners.tcp.$name", func(s *confState, e rabbitconf.Entry) error { return s.stream.add(e) }},
-	{"stream.listeners.ssl", tlsOff},
 	{"stream.advertised_host", func(s *confState, e rabbitconf.Entry) error {
 		s.advertiseHost = &e
 		return nonEmpty(e.Value)
@@ -227,6 +225,7 @@ type confState struct {
 	channelMax                   map[string]rabbitconf.Entry // channel_max and its alias
 	definitions                  map[string]rabbitconf.Entry // load_definitions, management.load_definitions
 	alarms                       map[string]rabbitconf.Entry // vm_memory_high_watermark.*, disk_free_limit.*
+	tls                          tlsKeys                     // conftls.go
 }
 
 // confError is an error at a line of the file.
@@ -307,6 +306,7 @@ func (s *confState) finish() {
 	if s.promIP != "" || s.promPort != "" {
 		s.cfg.PrometheusListen = net.JoinHostPort(s.promIP, cmp.Or(s.promPort, "15692"))
 	}
+	s.tls.finish(s)
 	s.finishBootstrap()
 	switch {
 	case s.loopbackNone != nil:
@@ -414,13 +414,6 @@ func (l *listenerKeys) finish(s *confState) (string, bool) {
 		return l.addrs[0], true
 	}
 	return "", false
-}
-
-func tlsOff(_ *confState, e rabbitconf.Entry) error {
-	if e.Value != "none" {
-		return fmt.Errorf("TLS listeners are not supported by Warren yet (only none, the default, is)")
-	}
-	return nil
 }
 
 func setChannelMax(s *confState, e rabbitconf.Entry) error {

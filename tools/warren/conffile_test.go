@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/alarm"
 )
@@ -26,9 +28,35 @@ func TestConfFileEveryKey(t *testing.T) {
 	conf := `
 # every key, none at its default
 listeners.tcp.local = 127.0.0.1:5673
-listeners.ssl = none
+listeners.ssl.default = 5671
 stream.listeners.tcp.v6 = ::1:5553
-stream.listeners.ssl = none
+stream.listeners.ssl.default = 127.0.0.1:5551
+stream.advertised_tls_host = tls.example.com
+stream.advertised_tls_port = 6551
+ssl_options.cacertfile = /etc/warren/ca.pem
+ssl_options.certfile = /etc/warren/server.pem
+ssl_options.keyfile = /etc/warren/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+ssl_options.versions.1 = tlsv1.3
+ssl_cert_login_from = common_name
+management.ssl.port = 15674
+management.ssl.ip = 127.0.0.1
+management.ssl.cacertfile = /etc/warren/mgmt-ca.pem
+management.ssl.certfile = /etc/warren/mgmt.pem
+management.ssl.keyfile = /etc/warren/mgmt.key
+management.ssl.verify = verify_peer
+management.ssl.fail_if_no_peer_cert = false
+management.ssl.versions.1 = tlsv1.2
+management.ssl.versions.2 = tlsv1.3
+prometheus.ssl.port = 15694
+prometheus.ssl.ip = 127.0.0.1
+prometheus.ssl.cacertfile = /etc/warren/prom-ca.pem
+prometheus.ssl.certfile = /etc/warren/prom.pem
+prometheus.ssl.keyfile = /etc/warren/prom.key
+prometheus.ssl.verify = verify_none
+prometheus.ssl.fail_if_no_peer_cert = false
+prometheus.ssl.versions.1 = tlsv1.2
 stream.advertised_host = stream.example.com
 stream.advertised_port = 6552
 stream.frame_max = 524288
@@ -90,6 +118,17 @@ warren.debug_listen = 127.0.0.1:6060
 		},
 		LoopbackUsers: []string{"alice", "john.doe"},
 		Alarms:        alarm.Limits{MemoryRelative: 0.4, DiskFreeAbsolute: 2_000_000_000},
+		TLS: TLSConfig{
+			AMQPListen: ":5671", StreamListen: "127.0.0.1:5551", StreamAdvertise: "tls.example.com:6551",
+			HTTPSListen: "127.0.0.1:15674", PrometheusListen: "127.0.0.1:15694",
+			Options: tlsconf.Options{CACertFile: "/etc/warren/ca.pem", CertFile: "/etc/warren/server.pem", KeyFile: "/etc/warren/server.key",
+				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13}},
+			HTTPS: tlsconf.Options{CACertFile: "/etc/warren/mgmt-ca.pem", CertFile: "/etc/warren/mgmt.pem", KeyFile: "/etc/warren/mgmt.key",
+				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13}},
+			Prometheus: tlsconf.Options{CACertFile: "/etc/warren/prom-ca.pem", CertFile: "/etc/warren/prom.pem", KeyFile: "/etc/warren/prom.key",
+				Versions: []uint16{tls.VersionTLS12}},
+			CertLoginFrom: "common_name",
+		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -100,7 +139,7 @@ warren.debug_listen = 127.0.0.1:6060
 		t.Fatal(err)
 	}
 	for _, k := range confKeys {
-		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "loopback_users", "max_channels_per_connection", "management.load_definitions",
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions",
 			// absolute or relative, not both: TestConfFileCombinations
 			"vm_memory_high_watermark.absolute", "disk_free_limit.relative") {
 			t.Errorf("key %s not in the test", k.key)
@@ -179,6 +218,14 @@ func TestConfFileCombinations(t *testing.T) {
 			return c.Alarms == alarm.Limits{DiskFreeAbsolute: 50_000_000}
 		}},
 		{"permit transient", "deprecated_features.permit.transient_nonexcl_queues = true\n", func(c Config) bool { return !c.DenyTransientNonExclusive }},
+		{"tls off", "listeners.ssl = none\nstream.listeners.ssl = none\n", func(c Config) bool { return c.TLS.AMQPListen == "" && c.TLS.StreamListen == "" }},
+		{"https ip only", "management.ssl.ip = ::1\n", func(c Config) bool { return c.TLS.HTTPSListen == "[::1]:15671" }},
+		{"prometheus https port only", "prometheus.ssl.port = 15691\n", func(c Config) bool { return c.TLS.PrometheusListen == ":15691" }},
+		{"ssl options without listener", "ssl_options.certfile = /c.pem\n", func(c Config) bool {
+			return c.TLS.AMQPListen == "" && c.TLS.Options.CertFile == "/c.pem"
+		}},
+		{"advertised tls port only", "stream.advertised_tls_port = 6551\n", func(c Config) bool { return c.TLS.StreamAdvertise == ":6551" }},
+		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLoginFrom == "distinguished_name" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := readConf(t, tc.conf)
@@ -211,8 +258,23 @@ func TestConfFileErrors(t *testing.T) {
 		{"memory absolute fraction", "vm_memory_high_watermark.absolute = 1.5GB\n", `w.conf:1: vm_memory_high_watermark.absolute: "1.5GB" is not an amount of information`},
 		{"disk absolute 0", "disk_free_limit.absolute = 0\n", `w.conf:1: disk_free_limit.absolute: 0 (RabbitMQ: no disk alarm) is not supported by Warren yet`},
 		{"disk relative negative", "disk_free_limit.relative = -1\n", `w.conf:1: disk_free_limit.relative: -1 is out of range`},
-		{"ssl listener", "listeners.ssl.default = 5671\n", `w.conf:1: RabbitMQ's key "listeners.ssl.default" is not supported by Warren yet`},
-		{"ssl options", "ssl_options.cacertfile = /ca.pem\n", `w.conf:1: RabbitMQ's key "ssl_options.cacertfile" is not supported by Warren yet`},
+		{"ssl password", "ssl_options.password = secret\n", `w.conf:1: RabbitMQ's key "ssl_options.password" is not supported by Warren yet`},
+		{"ssl ciphers", "ssl_options.ciphers.1 = ECDHE-ECDSA-AES256-GCM-SHA384\n", `w.conf:1: RabbitMQ's key "ssl_options.ciphers.1" is not supported by Warren yet`},
+		{"management ssl depth", "management.ssl.depth = 2\n", `w.conf:1: key "management.ssl.depth" of RabbitMQ's rabbitmq_management plugin is not supported by Warren yet`},
+		{"tls 1.1", "ssl_options.versions.1 = tlsv1.1\n", `w.conf:1: ssl_options.versions.1: tlsv1.1 is not supported: Warren speaks TLS 1.2 and 1.3 only`},
+		{"bad version", "prometheus.ssl.versions.1 = tls13\n", `w.conf:1: prometheus.ssl.versions.1: "tls13" is not a TLS version`},
+		{"bad verify", "ssl_options.verify = yes\n", `w.conf:1: ssl_options.verify: "yes" is not verify_peer or verify_none`},
+		{"bad fail_if_no_peer_cert", "ssl_options.fail_if_no_peer_cert = 1\n", `w.conf:1: ssl_options.fail_if_no_peer_cert: "1" is not true or false`},
+		{"empty certfile", "ssl_options.certfile = ''\n", `w.conf:1: ssl_options.certfile: empty`},
+		{"san login", "ssl_cert_login_from = subject_alternative_name\n", `w.conf:1: ssl_cert_login_from: subject_alternative_name is not supported by Warren yet`},
+		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name`},
+		{"bad tls port", "listeners.ssl.default = 0\n", `w.conf:1: listeners.ssl.default: port 0 is out of range 1-65535`},
+		{"bad https port", "management.ssl.port = x\n", `w.conf:1: management.ssl.port: "x" is not a port`},
+		{"bad https ip", "prometheus.ssl.ip = localhost\n", `w.conf:1: prometheus.ssl.ip: "localhost" is not an IP address`},
+		{"ssl none and listener", "listeners.ssl = none\nlisteners.ssl.default = 5671\n",
+			`w.conf:2: listeners.ssl.default sets a listener, but listeners.ssl = none (line 1) turns AMQP over TLS off`},
+		{"second tls listener", "stream.listeners.ssl.a = 5551\nstream.listeners.ssl.b = 5553\n",
+			`w.conf:2: stream.listeners.ssl.b is a second stream over TLS listener`},
 		{"plugin key", "mqtt.listeners.tcp.default = 1883\n", `w.conf:1: key "mqtt.listeners.tcp.default" of RabbitMQ's rabbitmq_mqtt plugin is not supported by Warren yet`},
 		{"cluster formation", "cluster_formation.peer_discovery_backend = classic_config\n", `w.conf:1: RabbitMQ's key "cluster_formation.peer_discovery_backend" is not supported by Warren yet`},
 		{"malformed integer", "heartbeat = often\n", `w.conf:1: heartbeat: "often" is not an integer`},
@@ -228,7 +290,7 @@ func TestConfFileErrors(t *testing.T) {
 		{"bad management ip", "management.tcp.ip = localhost\n", `w.conf:1: management.tcp.ip: "localhost" is not an IP address`},
 		{"bad log level", "log.console.level = verbose\n", `w.conf:1: log.console.level: "verbose" is not one of`},
 		{"bad none", "listeners.tcp = off\n", `w.conf:1: listeners.tcp: "off": the only value is none`},
-		{"tls", "listeners.ssl = 5671\n", `w.conf:1: listeners.ssl: TLS listeners are not supported by Warren yet`},
+		{"tls", "listeners.ssl = 5671\n", `w.conf:1: listeners.ssl: "5671": the only value is none`},
 		{"second listener", "listeners.tcp.default = 5672\nlisteners.tcp.local = 127.0.0.1:5673\n",
 			`w.conf:2: listeners.tcp.local is a second AMQP listener (listeners.tcp.default is on line 1); Warren serves AMQP on one listener`},
 		{"second stream listener", "stream.listeners.tcp.a = 5552\nstream.listeners.tcp.b = 5553\n",

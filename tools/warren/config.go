@@ -67,6 +67,8 @@ type Config struct {
 	// (vm_memory_high_watermark.*, disk_free_limit.*); zero fields take
 	// RabbitMQ's defaults (0.6 of the memory, 50 MB).
 	Alarms alarm.Limits
+	// TLS is the TLS listeners and their certificates (conftls.go).
+	TLS TLSConfig
 }
 
 func defaults() Config {
@@ -90,6 +92,10 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>; an empty host or port takes its default)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "management HTTP API listen address (empty: off)")
 	fs.StringVar(&cfg.PrometheusListen, "prometheus-listen", cfg.PrometheusListen, "Prometheus metrics listen address (empty: off)")
+	fs.StringVar(&cfg.TLS.AMQPListen, "amqps-listen", cfg.TLS.AMQPListen, "AMQP 0-9-1 over TLS listen address (empty: off; certificates: ssl_options.* in -config)")
+	fs.StringVar(&cfg.TLS.StreamListen, "stream-tls-listen", cfg.TLS.StreamListen, "stream protocol over TLS listen address (empty: off; certificates: ssl_options.* in -config)")
+	fs.StringVar(&cfg.TLS.HTTPSListen, "https-listen", cfg.TLS.HTTPSListen, "management HTTP API over HTTPS listen address (empty: off; certificates: management.ssl.* in -config)")
+	fs.StringVar(&cfg.TLS.PrometheusListen, "prometheus-tls-listen", cfg.TLS.PrometheusListen, "Prometheus metrics over HTTPS listen address (empty: off; certificates: prometheus.ssl.* in -config)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warning, error or none (RabbitMQ's levels; slog's warn and INFO+2 forms too)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
 	return configFile
