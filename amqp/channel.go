@@ -35,6 +35,7 @@ type channel struct {
 	lastQueue string   // for empty queue names
 	prefetch  int      // basic.qos global=false: for consumers created later
 	limit     *queues.ChannelLimit
+	release   func()           // uncounts the channel from its user's max-channels
 	perms     map[permKey]bool // permission checks passed or refused
 	tx        *txState         // non-nil once tx.select
 	routeBuf  []string
@@ -81,7 +82,7 @@ type permKey struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}}
+	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}, release: func() {}}
 	ch.mu.consumers = map[string]*consumer{}
 	ch.conf.ch = ch
 	ch.armTimeout()

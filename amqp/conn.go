@@ -55,6 +55,7 @@ type conn struct {
 	cancelNotify  bool         // client capability consumer_cancel_notify
 	authFailClose bool         // client capability authentication_failure_close
 	blockedNotify bool         // client capability connection.blocked
+	tuned         bool         // tune-ok accepted: handshake errors answer with connection.close
 
 	// Owned by the reader goroutine.
 	fr       *wire.FrameReader
@@ -187,6 +188,7 @@ func (c *conn) cleanup() {
 func (c *conn) closeChannels() {
 	for id, ch := range c.channels {
 		ch.shutdown()
+		ch.release()
 		c.chmu.Lock()
 		delete(c.channels, id)
 		c.chmu.Unlock()
@@ -227,7 +229,7 @@ func (c *conn) run() error {
 			}
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
-				return c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+				return c.hardClose(framingError(fe))
 			}
 			return err
 		}
@@ -286,6 +288,31 @@ func (c *conn) send(ch uint16, m wire.Method) {
 	c.out.frames(func(b []byte) []byte { return wire.AppendMethodFrame(b, ch, m) })
 }
 
+// handshakeError ends a connection whose handshake failed: once tuned
+// (awaiting connection.open) with connection.close, as RabbitMQ answers
+// in its opening state; before that silently, the socket held for
+// SilentCloseDelay with its input ignored, as rabbit_reader's
+// handle_exception does in the starting and tuning states, so that a
+// misbehaving client cannot retry in a tight loop.
+func (c *conn) handshakeError(e *amqpError) error {
+	if c.tuned {
+		return c.hardClose(e)
+	}
+	c.log.Debug("handshake error", "code", e.Code, "text", e.Text)
+	c.tarpit(c.srv.cfg.SilentCloseDelay)
+	return errClosed
+}
+
+// tarpit reads and drops the client's input for d or until it closes
+// its side (or Server.Close closes the socket).
+func (c *conn) tarpit(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(d))
+	io.Copy(io.Discard, c.nc)
+}
+
 // readMethod reads the next frame during the handshake, which must be a
 // method on channel 0.
 func (c *conn) readMethod() (wire.Method, error) {
@@ -294,7 +321,7 @@ func (c *conn) readMethod() (wire.Method, error) {
 		if err != nil {
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
-				return nil, c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+				return nil, c.handshakeError(framingError(fe))
 			}
 			return nil, err
 		}
@@ -302,11 +329,11 @@ func (c *conn) readMethod() (wire.Method, error) {
 		case f.Type == wire.FrameHeartbeat:
 			continue
 		case f.Type != wire.FrameMethod || f.Channel != 0:
-			return nil, c.hardClose(newError(wire.UnexpectedFrame, "expected a method frame on channel 0 during the handshake"))
+			return nil, c.handshakeError(newError(wire.UnexpectedFrame, "expected a method frame on channel 0 during the handshake"))
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return nil, c.hardClose(newError(wire.FrameError, "cannot decode method: %v", err))
+			return nil, c.handshakeError(decodeError(err))
 		}
 		return m, nil
 	}
@@ -358,7 +385,7 @@ func (c *conn) handshake() error {
 	}
 	so, ok := m.(*wire.ConnectionStartOk)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.start_ok', got '%s'", m.MethodName()).withMethod(m))
+		return c.handshakeError(newError(wire.ChannelError, "unexpected method in connection state starting").withMethod(m))
 	}
 	c.mechanism = so.Mechanism
 	c.clientProps = plainTable(so.ClientProperties)
@@ -369,7 +396,7 @@ func (c *conn) handshake() error {
 	}
 	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
 	if aerr != nil {
-		return c.hardClose(aerr.withMethod(so))
+		return c.handshakeError(aerr.withMethod(so))
 	}
 	if _, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
 		c.log.Info("login refused", "user", user, "mechanism", so.Mechanism, "err", err)
@@ -379,9 +406,14 @@ func (c *conn) handshake() error {
 				text = fmt.Sprintf("user '%s' can only connect via localhost", user)
 			}
 			c.out.frames(func(b []byte) []byte {
-				return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.AccessRefused, ReplyText: "ACCESS_REFUSED - " + text, FailingClassID: so.ClassID(), FailingMethodID: so.MethodID()})
+				return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.AccessRefused, ReplyText: "ACCESS_REFUSED - " + text})
 			})
 		}
+		// RabbitMQ then waits for the client to close (close-ok or EOF),
+		// at most the handshake timeout; Warren at most SilentCloseDelay.
+		// Either way a refused login holds the socket, so that password
+		// guessing cannot go faster than the client's own closes.
+		c.tarpit(c.srv.cfg.SilentCloseDelay)
 		return errClosed
 	}
 	c.user = user
@@ -392,26 +424,34 @@ func (c *conn) handshake() error {
 	}
 	to, ok := m.(*wire.ConnectionTuneOk)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.tune_ok', got '%s'", m.MethodName()).withMethod(m))
+		return c.handshakeError(newError(wire.ChannelError, "unexpected method in connection state tuning").withMethod(m))
 	}
 	if e := c.negotiate(to); e != nil {
+		// rabbit_reader answers a failed negotiation (not_allowed in its
+		// tuning state) with connection.close.
 		return c.hardClose(e.withMethod(to))
 	}
+	c.tuned = true
 	m, err = c.readMethod()
 	if err != nil {
 		return err
 	}
 	open, ok := m.(*wire.ConnectionOpen)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.open', got '%s'", m.MethodName()).withMethod(m))
+		return c.hardClose(newError(wire.ChannelError, "unexpected method in connection state opening").withMethod(m))
 	}
 	if err := c.broker.CheckVHostAccess(c.user, open.VirtualHost); err != nil {
 		return c.hardClose(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, c.user).withMethod(open))
 	}
 	c.vhost = open.VirtualHost
 	// Listed before open-ok: a client that is open finds itself in the
-	// list (and the management API).
-	c.removeFn = c.broker.AddConn(c)
+	// list (and the management API). Listing counts against the vhost's
+	// and the user's max-connections.
+	remove, err := c.broker.OpenConn(c, c.user, c.vhost)
+	if err != nil {
+		return c.hardClose(connLimitError(err, c.user).withMethod(open))
+	}
+	c.removeFn = remove
 	c.send(0, &wire.ConnectionOpenOk{})
 	return nil
 }
@@ -508,7 +548,12 @@ func (c *conn) dispatch(f wire.Frame) error {
 		if len(c.channels) >= int(c.channelMax) {
 			return newError(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax).withMethod(open)
 		}
+		release, err := c.broker.OpenChannel(c.user)
+		if err != nil {
+			return connLimitError(err, c.user).withMethod(open)
+		}
 		ch = newChannel(c, f.Channel)
+		ch.release = release
 		c.chmu.Lock()
 		c.channels[f.Channel] = ch
 		c.chmu.Unlock()
@@ -548,10 +593,11 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 // channelClosed forgets a channel after its close handshake.
 func (c *conn) channelClosed(id uint16) {
 	c.chmu.Lock()
-	_, ok := c.channels[id]
+	ch, ok := c.channels[id]
 	delete(c.channels, id)
 	c.chmu.Unlock()
 	if ok {
+		ch.release()
 		c.broker.Churn().ChannelsClosed.Add(1)
 	}
 }

@@ -55,9 +55,19 @@ func (ch *channel) handleHeader(payload []byte) error {
 	if h.ClassID != wire.ClassBasic || h.Weight != 0 {
 		return newError(wire.UnexpectedFrame, "content header for class %d, expected class 60 with weight 0", h.ClassID)
 	}
-	if h.BodySize > ch.c.srv.cfg.MaxMessageSize {
+	if h.BodySize > MaxMessageSizeLimit {
+		// rabbit_command_assembler: a frame error, before the body.
+		return newError(wire.FrameError, "content body size %d exceeds maximum allowed size %d", h.BodySize, MaxMessageSizeLimit).withMethod(&wire.BasicPublish{})
+	}
+	if max := ch.c.srv.cfg.MaxMessageSize; h.BodySize > max {
+		// rabbit_channel:check_msg_size's texts. RabbitMQ reads the body
+		// first; refusing at the header spares reading it into memory.
 		a.reset()
-		return newError(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize)
+		format := "message size %d is larger than configured max size %d"
+		if max == MaxMessageSizeLimit {
+			format = "message size %d is larger than max size %d"
+		}
+		return newError(wire.PreconditionFailed, format, h.BodySize, max).withMethod(&wire.BasicPublish{})
 	}
 	a.gotHeader = true
 	a.props = append(a.props[:0], h.Props...)
