@@ -3,6 +3,7 @@ package streamproto
 import (
 	"net"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -24,6 +25,10 @@ type brokerOpts struct {
 	heartbeat uint32
 	frameMax  uint32
 	stream    osiris.Options
+	// silentClose and handshake are the server's SilentCloseDelay
+	// (0: none in tests) and HandshakeTimeout.
+	silentClose time.Duration
+	handshake   time.Duration
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -44,7 +49,11 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 	tb := &testBroker{dir: o.dir, broker: b, addr: ln.Addr().String(), done: make(chan error, 1)}
 	tb.host = "127.0.0.1"
 	tb.port = ln.Addr().(*net.TCPAddr).Port
-	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax})
+	silent := o.silentClose
+	if silent == 0 {
+		silent = -1 // refusals answer at once in tests
+	}
+	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax, SilentCloseDelay: silent, HandshakeTimeout: o.handshake})
 	if err != nil {
 		t.Fatal(err)
 	}

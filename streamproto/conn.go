@@ -192,13 +192,19 @@ func (c *conn) linger() {
 
 // readLoop reads and dispatches frames until the connection ends.
 func (c *conn) readLoop() error {
+	stepState := connState(-1) // the handshake step the deadline is for
 	for {
 		if !c.waitPublishCredits() {
 			return c.ctx.Err()
 		}
 		switch {
 		case c.state != stateOpen:
-			c.nc.SetReadDeadline(time.Now().Add(c.srv.handshakeWait))
+			// One deadline per step, as RabbitMQ's state timeouts: a
+			// client trickling heartbeats cannot stay unauthenticated.
+			if c.state != stepState {
+				c.nc.SetReadDeadline(time.Now().Add(c.srv.handshakeWait))
+				stepState = c.state
+			}
 		case c.heartbeat.Load() > 0:
 			c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(c.heartbeat.Load()) + time.Second))
 		default:

@@ -23,6 +23,7 @@ type Server struct {
 	frameMax      uint32
 	heartbeat     uint32
 	handshakeWait time.Duration
+	silentClose   time.Duration
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -41,9 +42,17 @@ type Config struct {
 	// DefaultFrameMax and DefaultHeartbeat.
 	FrameMax  uint32
 	Heartbeat uint32
-	// HandshakeTimeout bounds each step before the connection is open;
-	// zero means 30 seconds.
+	// HandshakeTimeout bounds each step before the connection is open
+	// (authentication, then tuning and open); zero means 10 seconds, as
+	// RabbitMQ's connection_negotiation_step_timeout. Frames within a
+	// step do not extend it.
 	HandshakeTimeout time.Duration
+	// SilentCloseDelay is how long a refused authentication or Open is
+	// held before its response is sent and the connection closed, the
+	// client's frames ignored meanwhile, as RabbitMQ's stream reader's
+	// silent_close; zero means 3 s (?SILENT_CLOSE_DELAY), a negative
+	// value none (tests).
+	SilentCloseDelay time.Duration
 	// SuperStreams is the broker's super stream manager, shared with the
 	// management API (nil: the server makes its own).
 	SuperStreams *superstream.Manager
@@ -67,6 +76,7 @@ func NewServer(cfg Config) (*Server, error) {
 		frameMax:      cfg.FrameMax,
 		heartbeat:     cfg.Heartbeat,
 		handshakeWait: cfg.HandshakeTimeout,
+		silentClose:   cfg.SilentCloseDelay,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -81,7 +91,10 @@ func NewServer(cfg Config) (*Server, error) {
 		s.heartbeat = DefaultHeartbeat
 	}
 	if s.handshakeWait == 0 {
-		s.handshakeWait = 30 * time.Second
+		s.handshakeWait = 10 * time.Second
+	}
+	if s.silentClose == 0 {
+		s.silentClose = 3 * time.Second
 	}
 	s.conns = netserve.New("stream-conn")
 	return s, nil
