@@ -197,6 +197,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		servers = append(servers, amqp.NewServer(amqp.Config{
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
+			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
+			HandshakeTimeout: cfg.HandshakeTimeout,
 		}))
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
