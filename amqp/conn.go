@@ -58,10 +58,11 @@ type conn struct {
 	tuned         bool         // tune-ok accepted: handshake errors answer with connection.close
 
 	// Owned by the reader goroutine.
-	fr       *wire.FrameReader
-	channels map[uint16]*channel // changed under chmu: Info reads it
-	shutDown bool                // a close handshake completed: linger before closing the socket
-	removeFn func()              // drops the connection from the broker's list
+	fr        *wire.FrameReader
+	channels  map[uint16]*channel // changed under chmu: Info reads it
+	shutDown  bool                // a close handshake completed: linger before closing the socket
+	lingerMax time.Duration       // if set, bounds the linger (after a frame error)
+	removeFn  func()              // drops the connection from the broker's list
 
 	// chmu guards changes to channels, which only the reader goroutine
 	// makes, against Info's reads from other goroutines; the reader reads
@@ -146,7 +147,11 @@ func (c *conn) linger() {
 	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		hc.CloseWrite()
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.closeWait()))
+	wait := c.closeWait()
+	if c.lingerMax > 0 {
+		wait = min(wait, c.lingerMax)
+	}
+	c.nc.SetReadDeadline(time.Now().Add(wait))
 	io.Copy(io.Discard, c.nc)
 }
 
@@ -229,7 +234,7 @@ func (c *conn) run() error {
 			}
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
-				return c.hardClose(framingError(fe))
+				return c.fatalFrameError(framingError(fe))
 			}
 			return err
 		}
@@ -249,6 +254,23 @@ func (c *conn) run() error {
 			return err
 		}
 	}
+}
+
+// fatalFrameError answers a framing violation, after which the input is
+// out of sync: connection.close, then the socket's input is dropped for
+// SilentCloseDelay (or until the client closes) before it is closed, as
+// rabbit_reader's fatal_frame_error does; closing with the client's
+// bytes unread would reset the connection, and the client could lose
+// the close.
+func (c *conn) fatalFrameError(e *amqpError) error {
+	c.log.Debug("frame error", "text", e.Text)
+	c.send(0, &wire.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, FailingClassID: e.ClassID, FailingMethodID: e.MethodID})
+	c.shutDown = true
+	c.lingerMax = c.srv.cfg.SilentCloseDelay
+	if c.lingerMax <= 0 {
+		c.lingerMax = time.Second
+	}
+	return errClosed
 }
 
 // hardClose sends connection.close for e and waits (bounded) for the
@@ -326,14 +348,16 @@ func (c *conn) readMethod() (wire.Method, error) {
 			return nil, err
 		}
 		switch {
+		case f.Type == wire.FrameHeartbeat && len(f.Payload) > 0:
+			return nil, c.handshakeError(newError(wire.FrameError, "type %d, %s: unknown_frame", f.Type, octets(f.Payload)))
 		case f.Type == wire.FrameHeartbeat:
 			continue
 		case f.Type != wire.FrameMethod || f.Channel != 0:
-			return nil, c.handshakeError(newError(wire.UnexpectedFrame, "expected a method frame on channel 0 during the handshake"))
+			return nil, c.handshakeError(newError(wire.UnexpectedFrame, "type %d, %s", f.Type, octets(f.Payload)))
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return nil, c.handshakeError(decodeError(err))
+			return nil, c.handshakeError(decodeError(err, f))
 		}
 		return m, nil
 	}
@@ -440,6 +464,10 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.hardClose(newError(wire.ChannelError, "unexpected method in connection state opening").withMethod(m))
 	}
+	if !c.broker.VHostExists(open.VirtualHost) {
+		// rabbit_reader's connection limit check finds no vhost first.
+		return c.hardClose(newError(wire.NotAllowed, "vhost %s not found", open.VirtualHost).withMethod(open))
+	}
 	if err := c.broker.CheckVHostAccess(c.user, open.VirtualHost); err != nil {
 		return c.hardClose(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, c.user).withMethod(open))
 	}
@@ -524,22 +552,27 @@ func (c *conn) dispatch(f wire.Frame) error {
 	}
 	if f.Channel == 0 {
 		if f.Type != wire.FrameMethod {
-			return newError(wire.UnexpectedFrame, "expected a method frame on channel 0, got frame type %d", f.Type)
+			return newError(wire.UnexpectedFrame, "type %d, %s", f.Type, octets(f.Payload))
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return decodeError(err)
+			return decodeError(err, f)
 		}
 		return c.handleConnectionMethod(m)
 	}
 	ch := c.channels[f.Channel]
 	if ch == nil {
 		if f.Type != wire.FrameMethod {
-			return newError(wire.ChannelError, "expected 'channel.open'")
+			// RabbitMQ makes the channel process first, whose frame
+			// assembler expects a method.
+			if f.Type == wire.FrameHeader && len(f.Payload) < contentHeaderMin {
+				return shortFrame(f)
+			}
+			return newError(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return decodeError(err)
+			return decodeError(err, f)
 		}
 		open, ok := m.(*wire.ChannelOpen)
 		if !ok {
@@ -564,12 +597,30 @@ func (c *conn) dispatch(f wire.Frame) error {
 	return ch.handleFrame(f)
 }
 
-// decodeError maps a method decoding failure to RabbitMQ's answer.
-func decodeError(err error) *amqpError {
-	if errors.Is(err, wire.ErrUnknownMethod) {
-		return newError(wire.CommandInvalid, "%v", err)
+// decodeError maps a method decoding failure to RabbitMQ's answer: a
+// payload too short for the ids is an unknown frame and undecodable
+// arguments "cannot decode" them (rabbit_misc:frame_error), as RabbitMQ
+// words them. An unknown method makes RabbitMQ's reader exit
+// ({unknown_method_id, {C,M}}) and drop the socket; Warren closes the
+// connection with 503 COMMAND_INVALID naming the ids instead.
+func decodeError(err error, f wire.Frame) *amqpError {
+	classID, methodID, args, serr := wire.SplitMethod(f.Payload)
+	switch {
+	case serr != nil:
+		return shortFrame(f)
+	case errors.Is(err, wire.ErrUnknownMethod):
+		return newError(wire.CommandInvalid, "unknown method id {%d,%d}", classID, methodID)
 	}
-	return newError(wire.FrameError, "cannot decode method: %v", err)
+	e := newError(wire.FrameError, "cannot decode %s", erlBinaryW(args))
+	e.ClassID, e.MethodID = classID, methodID
+	return e
+}
+
+// shortFrame is rabbit_command_assembler's analyze_frame failing: a
+// method payload shorter than its ids, a content header shorter than
+// its fixed fields.
+func shortFrame(f wire.Frame) *amqpError {
+	return newError(wire.FrameError, "type %d, %s: unknown_frame", f.Type, octets(f.Payload))
 }
 
 func (c *conn) handleConnectionMethod(m wire.Method) error {

@@ -120,3 +120,18 @@ func framingError(fe *wire.FramingError) *amqpError {
 	}
 	return newError(wire.FrameError, "type %d, %s: %s", fe.Type, octets(fe.Payload), fe.Term)
 }
+
+// erlBinaryW renders b as Erlang's ~w prints a binary: <<1,2,3>>, every
+// byte a number.
+func erlBinaryW(b []byte) string {
+	var sb strings.Builder
+	sb.WriteString("<<")
+	for i, c := range b {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(int(c)))
+	}
+	sb.WriteString(">>")
+	return sb.String()
+}
