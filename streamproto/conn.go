@@ -231,8 +231,10 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("frame of %d bytes: %w", size, errCloseConn)
 		}
 		if c.frameMax != 0 && size > c.frameMax {
-			if c.state == stateNew {
-				return fmt.Errorf("frame of %d bytes before authentication: %w", size, errCloseConn)
+			if c.state != stateOpen {
+				// rabbit_stream_reader's pre-auth handling (until Open):
+				// the connection fails without a Close.
+				return fmt.Errorf("frame of %d bytes before the connection is open: %w", size, errCloseConn)
 			}
 			c.closeWith(wire.CodeFrameTooLarge, "frame too large")
 			return errCloseConn
@@ -340,10 +342,13 @@ func (c *conn) dispatch(body []byte) error {
 		corr := r.u32()
 		r.u16()
 		r.string()
-		if r.err == nil {
-			c.respond(wire.KeyClose, corr, wire.CodeOK)
-			c.closed = true
+		if r.err != nil {
+			// Malformed: RabbitMQ's parser makes it an unknown frame.
+			c.closeWith(wire.CodeUnknownFrame, "malformed frame")
+			return errCloseConn
 		}
+		c.respond(wire.KeyClose, corr, wire.CodeOK)
+		c.closed = true
 		return errCloseConn
 	case wire.KeyClose | wire.ResponseBit:
 		c.closed = true
