@@ -282,3 +282,21 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Ensure max_message_size applies to publishes into a stream too (the
+// message would be stored AMQP 1.0 encoded): the channel check comes
+// before routing, as rabbit_channel's does.
+func TestLimitMaxMessageSizeStreamQueue(t *testing.T) {
+	tb := startBroker(t, brokerOpts{cfg: Config{MaxMessageSize: 1000}})
+	_, ch := tb.channel(t)
+	if _, err := ch.QueueDeclare("s", true, false, false, false, amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ch, "", "s", amqp091.Publishing{Body: make([]byte, 1000)})
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	publish(t, ch, "", "s", amqp091.Publishing{Body: make([]byte, 1001)})
+	e := closeReason(t, closed)
+	if e.Code != 406 || e.Reason != "PRECONDITION_FAILED - message size 1001 is larger than configured max size 1000" {
+		t.Fatalf("got %d %q", e.Code, e.Reason)
+	}
+}
