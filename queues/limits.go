@@ -138,14 +138,15 @@ func (b *Broker) checkQueueLimitLocked(vhost, name string, n int) error {
 	if !ok {
 		return nil
 	}
-	if limit == 0 || int64(b.queueCount(vhost)+n) > limit {
+	if limit == 0 || int64(b.QueueCount(vhost)+n) > limit {
 		return Errorf(CodePreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vhost, limit)
 	}
 	return nil
 }
 
-// queueCount counts vhost's classic and quorum queues and streams.
-func (b *Broker) queueCount(vhost string) int {
+// QueueCount counts vhost's classic and quorum queues and streams, as
+// max-queues counts them.
+func (b *Broker) QueueCount(vhost string) int {
 	n := 0
 	reg := b.queueReg()
 	reg.mu.Lock()
