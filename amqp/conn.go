@@ -92,7 +92,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		ssl:         isTLS(nc),
-		frameMax:    wire.FrameMinSize,
+		frameMax:    s.cfg.InitialFrameMax,
 		channels:    map[uint16]*channel{},
 		writerDone:  make(chan struct{}),
 		stop:        make(chan struct{}),

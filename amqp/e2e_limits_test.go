@@ -300,3 +300,15 @@ func TestLimitMaxMessageSizeStreamQueue(t *testing.T) {
 		t.Fatalf("got %d %q", e.Code, e.Reason)
 	}
 }
+
+// Ensure InitialFrameMax (initial_frame_max) moves the pre-tune limit.
+func TestLimitPreTuneFrameMaxConfigured(t *testing.T) {
+	tb := startBroker(t, brokerOpts{cfg: Config{InitialFrameMax: 16384}})
+	c := rawDial(t, tb.addr)
+	c.write(wire.ProtocolHeader[:])
+	c.method()
+	c.send(0, &wire.ConnectionStartOk{ClientProperties: wire.Table{"x": string(make([]byte, 9000))}, Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	if _, m := c.method(); m.MethodName() != "connection.tune" {
+		t.Fatalf("got %s, want connection.tune", m.MethodName())
+	}
+}

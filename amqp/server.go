@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"errors"
+	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/netserve"
 	"log/slog"
 	"net"
@@ -33,6 +34,9 @@ type Config struct {
 	FrameMax   uint32
 	ChannelMax uint16
 	Heartbeat  uint16
+	// InitialFrameMax bounds frames until tune-ok, as RabbitMQ's
+	// initial_frame_max; zero means 8192 (FRAME_MIN_SIZE, its default).
+	InitialFrameMax uint32
 	// MaxMessageSize bounds a message body; zero means 16 MiB, as
 	// RabbitMQ 4.x's max_message_size. A larger publish closes the
 	// channel (406).
@@ -88,6 +92,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.InitialFrameMax == 0 {
+		cfg.InitialFrameMax = wire.FrameMinSize
 	}
 	if cfg.SilentCloseDelay == 0 {
 		cfg.SilentCloseDelay = DefaultSilentCloseDelay

@@ -99,7 +99,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		forced:      make(chan struct{}),
-		frameMax:    initialFrameMax,
+		frameMax:    s.initFrameMax,
 		writerDone:  make(chan struct{}),
 	}
 	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)

@@ -23,6 +23,7 @@ type Server struct {
 	frameMax      uint32
 	heartbeat     uint32
 	handshakeWait time.Duration
+	initFrameMax  uint32
 	silentClose   time.Duration
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
@@ -47,6 +48,9 @@ type Config struct {
 	// RabbitMQ's connection_negotiation_step_timeout. Frames within a
 	// step do not extend it.
 	HandshakeTimeout time.Duration
+	// InitialFrameMax bounds frames until Open, as RabbitMQ's
+	// stream.initial_frame_max; zero means 8192, its default.
+	InitialFrameMax uint32
 	// SilentCloseDelay is how long a refused authentication or Open is
 	// held before its response is sent and the connection closed, the
 	// client's frames ignored meanwhile, as RabbitMQ's stream reader's
@@ -77,6 +81,7 @@ func NewServer(cfg Config) (*Server, error) {
 		heartbeat:     cfg.Heartbeat,
 		handshakeWait: cfg.HandshakeTimeout,
 		silentClose:   cfg.SilentCloseDelay,
+		initFrameMax:  cfg.InitialFrameMax,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -92,6 +97,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if s.handshakeWait == 0 {
 		s.handshakeWait = 10 * time.Second
+	}
+	if s.initFrameMax == 0 {
+		s.initFrameMax = initialFrameMax
 	}
 	if s.silentClose == 0 {
 		s.silentClose = 3 * time.Second

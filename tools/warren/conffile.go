@@ -68,6 +68,16 @@ var confKeys = []struct {
 	}},
 	{"channel_max", setChannelMax},
 	{"max_channels_per_connection", setChannelMax},
+	{"initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseBytesize, 4096, math.MaxUint32, "no limit")
+		s.cfg.AMQPInitialFrameMax = uint32(n)
+		return err
+	}},
+	{"stream.initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseInt, 4096, math.MaxUint32, "no limit")
+		s.cfg.StreamInitialFrameMax = uint32(n)
+		return err
+	}},
 	{"max_message_size", func(s *confState, e rabbitconf.Entry) error {
 		// An integer, not a size, between 1 and 512 MiB, as RabbitMQ's
 		// schema validates it.

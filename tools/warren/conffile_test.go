@@ -38,6 +38,8 @@ heartbeat = 20
 frame_max = 256KB
 channel_max = 128
 max_message_size = 1048576
+initial_frame_max = 16KB
+stream.initial_frame_max = 4096
 consumer_max_per_channel = 16
 handshake_timeout = 5000
 deprecated_features.permit.transient_nonexcl_queues = false
@@ -81,6 +83,8 @@ warren.debug_listen = 127.0.0.1:6060
 		AMQPChannelMax:            128,
 		AMQPHeartbeat:             20,
 		MaxMessageSize:            1 << 20,
+		AMQPInitialFrameMax:       16 << 10,
+		StreamInitialFrameMax:     4096,
 		ConsumerMaxPerChannel:     16,
 		HandshakeTimeout:          5 * time.Second,
 		DenyTransientNonExclusive: true,
@@ -300,6 +304,7 @@ func TestConfExample(t *testing.T) {
 	want.FrameMax, want.Heartbeat = 1048576, 60
 	want.AMQPFrameMax, want.AMQPChannelMax, want.AMQPHeartbeat = 131072, 2047, 60
 	want.MaxMessageSize, want.HandshakeTimeout = 16<<20, 10*time.Second
+	want.AMQPInitialFrameMax, want.StreamInitialFrameMax = 8192, 8192
 	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
 		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
 	want.LoopbackUsers = []string{"guest"}

@@ -38,7 +38,12 @@ type Config struct {
 	// limit) and HandshakeTimeout (0: 10 s) are RabbitMQ's
 	// max_message_size, consumer_max_per_channel and handshake_timeout,
 	// for AMQP 0-9-1.
-	MaxMessageSize        uint64
+	MaxMessageSize uint64
+	// AMQPInitialFrameMax and StreamInitialFrameMax bound frames before
+	// the connection is tuned (AMQP) or open (stream); 0: 8192, as
+	// RabbitMQ's initial_frame_max and stream.initial_frame_max.
+	AMQPInitialFrameMax   uint32
+	StreamInitialFrameMax uint32
 	ConsumerMaxPerChannel int
 	HandshakeTimeout      time.Duration
 	// DenyTransientNonExclusive refuses durable=false exclusive=false

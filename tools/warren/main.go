@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
-			SuperStreams: super,
+			SuperStreams: super, InitialFrameMax: cfg.StreamInitialFrameMax,
 		})
 		if err != nil {
 			closeAll()
@@ -198,7 +198,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
 			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
-			HandshakeTimeout: cfg.HandshakeTimeout,
+			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
 		}))
 		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
 		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
