@@ -51,6 +51,9 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 		ln = tls.NewListener(ln, o.tls)
 	}
 	o.cfg.Broker = b
+	if o.cfg.SilentCloseDelay == 0 {
+		o.cfg.SilentCloseDelay = -1 // refusals answer at once in tests
+	}
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		o.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

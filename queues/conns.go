@@ -212,28 +212,53 @@ type connRegistry struct {
 		sync.Mutex
 		conns   map[*connEntry]struct{}
 		retired retiredCounters // counters of removed entries (metrics.go)
+		// perVHost and perUser count the entries by vhost and user, for
+		// max-connections; userChannels counts each user's channels, for
+		// max-channels (limits.go).
+		perVHost, perUser map[string]int
+		userChannels      map[string]int
 	}
 }
 
 // connEntry is one registration: a connection added twice is listed
 // twice, and each remove drops only its own entry.
 type connEntry struct {
-	c     Conn
-	proto Proto
-	ctr   *Counters
+	c           Conn
+	proto       Proto
+	ctr         *Counters
+	user, vhost string // "" when added by AddConn: not counted for limits
 }
 
 // AddConn lists c among the broker's connections until remove is called
-// (remove is idempotent).
+// (remove is idempotent). It counts against no limit: front ends use
+// OpenConn (limits.go).
 func (b *Broker) AddConn(c Conn) (remove func()) {
 	e := &connEntry{c: c}
 	e.proto, e.ctr = c.Counters()
+	remove, _ = b.addConn(e, nil)
+	return remove
+}
+
+// addConn lists e unless check, called with the registry locked, refuses.
+func (b *Broker) addConn(e *connEntry, check func() error) (remove func(), err error) {
 	r := &b.conns
 	r.mu.Lock()
+	if check != nil {
+		if err := check(); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+	}
 	if r.mu.conns == nil {
 		r.mu.conns = map[*connEntry]struct{}{}
+		r.mu.perVHost = map[string]int{}
+		r.mu.perUser = map[string]int{}
 	}
 	r.mu.conns[e] = struct{}{}
+	if e.user != "" {
+		r.mu.perVHost[e.vhost]++
+		r.mu.perUser[e.user]++
+	}
 	r.mu.Unlock()
 	b.churn.ConnectionsOpened.Add(1)
 	return func() {
@@ -241,6 +266,10 @@ func (b *Broker) AddConn(c Conn) (remove func()) {
 		_, listed := r.mu.conns[e]
 		if listed {
 			delete(r.mu.conns, e)
+			if e.user != "" {
+				decr(r.mu.perVHost, e.vhost)
+				decr(r.mu.perUser, e.user)
+			}
 			if e.ctr != nil {
 				// Counts the connection makes after this are not kept:
 				// it has ended, bar settlements in flight.
@@ -251,6 +280,13 @@ func (b *Broker) AddConn(c Conn) (remove func()) {
 		if listed {
 			b.churn.ConnectionsClosed.Add(1)
 		}
+	}, nil
+}
+
+// decr decrements m[k], dropping it at zero.
+func decr(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 

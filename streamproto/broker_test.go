@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -30,6 +31,10 @@ type brokerOpts struct {
 	// tls, if set, adds a TLS listener, advertised to TLS clients.
 	tls           *tls.Config
 	certLoginFrom string
+	// silentClose and handshake are the server's SilentCloseDelay
+	// (0: none in tests) and HandshakeTimeout.
+	silentClose time.Duration
+	handshake   time.Duration
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -58,8 +63,12 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 		}
 		tb.tlsAddr = tln.Addr().String()
 	}
+	silent := o.silentClose
+	if silent == 0 {
+		silent = -1 // refusals answer at once in tests
+	}
 	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax,
-		AdvertiseTLS: tb.tlsAddr, CertLoginFrom: o.certLoginFrom})
+		AdvertiseTLS: tb.tlsAddr, CertLoginFrom: o.certLoginFrom, SilentCloseDelay: silent, HandshakeTimeout: o.handshake})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"time"
@@ -136,6 +137,7 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 			code = wire.CodeAuthenticationLoopback
 		}
 		c.log.Info("stream authentication failed", "user", user, "err", err)
+		c.silentClose()
 		c.respond(wire.KeySaslAuthenticate, corr, code)
 		return errCloseConn
 	}
@@ -149,6 +151,18 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		return wire.EndFrame(b, start)
 	})
 	return nil
+}
+
+// silentClose holds a refused connection for the server's
+// SilentCloseDelay, reading and dropping what the client sends, before
+// the refusal is sent: RabbitMQ's silent_close state, so that password
+// guessing or a client retrying in a loop goes no faster than that.
+func (c *conn) silentClose() {
+	if c.srv.silentClose <= 0 {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.silentClose))
+	io.Copy(io.Discard, c.nc)
 }
 
 // parsePlain splits SASL PLAIN data: [authzid] NUL user NUL password.
@@ -220,6 +234,7 @@ func (c *conn) handleOpen(r *reader) error {
 	}
 	if err := c.srv.broker.CheckVHostAccess(c.user, vhost); err != nil {
 		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
+		c.silentClose()
 		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
 		return errCloseConn
 	}
@@ -232,8 +247,17 @@ func (c *conn) handleOpen(r *reader) error {
 		c.frameMax = c.srv.frameMax
 	}
 	// Listed before the response: a client that is open finds itself in
-	// the list (and the management API).
-	c.removeFn = c.srv.broker.AddConn(c)
+	// the list (and the management API). Listing counts against the
+	// vhost's and the user's max-connections; over one, RabbitMQ answers
+	// VIRTUAL_HOST_ACCESS_FAILURE after its silent-close delay.
+	remove, err := c.srv.broker.OpenConn(c, c.user, vhost)
+	if err != nil {
+		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
+		c.silentClose()
+		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
+		return errCloseConn
+	}
+	c.removeFn = remove
 	host, port := c.advertised()
 	props := map[string]string{"advertised_host": host, "advertised_port": port}
 	keys := slices.Sorted(maps.Keys(props))

@@ -28,6 +28,8 @@ type Server struct {
 	frameMax         uint32
 	heartbeat        uint32
 	handshakeWait    time.Duration
+	initFrameMax     uint32
+	silentClose      time.Duration
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -55,9 +57,20 @@ type Config struct {
 	// DefaultFrameMax and DefaultHeartbeat.
 	FrameMax  uint32
 	Heartbeat uint32
-	// HandshakeTimeout bounds each step before the connection is open;
-	// zero means 30 seconds.
+	// HandshakeTimeout bounds each step before the connection is open
+	// (authentication, then tuning and open); zero means 10 seconds, as
+	// RabbitMQ's connection_negotiation_step_timeout. Frames within a
+	// step do not extend it.
 	HandshakeTimeout time.Duration
+	// InitialFrameMax bounds frames until Open, as RabbitMQ's
+	// stream.initial_frame_max; zero means 8192, its default.
+	InitialFrameMax uint32
+	// SilentCloseDelay is how long a refused authentication or Open is
+	// held before its response is sent and the connection closed, the
+	// client's frames ignored meanwhile, as RabbitMQ's stream reader's
+	// silent_close; zero means 3 s (?SILENT_CLOSE_DELAY), a negative
+	// value none (tests).
+	SilentCloseDelay time.Duration
 	// SuperStreams is the broker's super stream manager, shared with the
 	// management API (nil: the server makes its own).
 	SuperStreams *superstream.Manager
@@ -93,6 +106,8 @@ func NewServer(cfg Config) (*Server, error) {
 		frameMax:         cfg.FrameMax,
 		heartbeat:        cfg.Heartbeat,
 		handshakeWait:    cfg.HandshakeTimeout,
+		silentClose:      cfg.SilentCloseDelay,
+		initFrameMax:     cfg.InitialFrameMax,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -107,7 +122,13 @@ func NewServer(cfg Config) (*Server, error) {
 		s.heartbeat = DefaultHeartbeat
 	}
 	if s.handshakeWait == 0 {
-		s.handshakeWait = 30 * time.Second
+		s.handshakeWait = 10 * time.Second
+	}
+	if s.initFrameMax == 0 {
+		s.initFrameMax = initialFrameMax
+	}
+	if s.silentClose == 0 {
+		s.silentClose = 3 * time.Second
 	}
 	s.conns = netserve.New("stream-conn")
 	return s, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/rabbitconf"
 	"github.com/warren-mq/warren/queues"
@@ -65,6 +66,46 @@ var confKeys = []struct {
 	}},
 	{"channel_max", setChannelMax},
 	{"max_channels_per_connection", setChannelMax},
+	{"initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseBytesize, 4096, math.MaxUint32, "no limit")
+		s.cfg.AMQPInitialFrameMax = uint32(n)
+		return err
+	}},
+	{"stream.initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseInt, 4096, math.MaxUint32, "no limit")
+		s.cfg.StreamInitialFrameMax = uint32(n)
+		return err
+	}},
+	{"max_message_size", func(s *confState, e rabbitconf.Entry) error {
+		// An integer, not a size, between 1 and 512 MiB, as RabbitMQ's
+		// schema validates it.
+		n, err := rabbitconf.ParseInt(e.Value)
+		if err == nil && (n <= 0 || n > amqp.MaxMessageSizeLimit) {
+			err = fmt.Errorf("%d: max message size should be between 0 and 512MB", n)
+		}
+		s.cfg.MaxMessageSize = uint64(n)
+		return err
+	}},
+	{"consumer_max_per_channel", func(s *confState, e rabbitconf.Entry) error {
+		if e.Value == "infinity" {
+			s.cfg.ConsumerMaxPerChannel = 0
+			return nil
+		}
+		n, err := limit(e.Value, rabbitconf.ParseInt, 1, math.MaxInt32, "")
+		if err != nil {
+			return fmt.Errorf("%q should be positive integer or 'infinity'", e.Value)
+		}
+		s.cfg.ConsumerMaxPerChannel = int(n)
+		return nil
+	}},
+	{"handshake_timeout", func(s *confState, e rabbitconf.Entry) error {
+		if e.Value == "infinity" {
+			return errors.New("infinity (RabbitMQ: no timeout) is not supported by Warren: a handshake is always bounded")
+		}
+		n, err := limit(e.Value, rabbitconf.ParseInt, 1, math.MaxInt32, "a timeout at once")
+		s.cfg.HandshakeTimeout = time.Duration(n) * time.Millisecond
+		return err
+	}},
 	{"deprecated_features.permit.transient_nonexcl_queues", func(s *confState, e rabbitconf.Entry) error {
 		permit, err := rabbitconf.ParseBool(e.Value)
 		s.cfg.DenyTransientNonExclusive = !permit

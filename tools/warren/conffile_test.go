@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
 	"github.com/warren-mq/warren/internal/tlsconf"
@@ -64,6 +65,11 @@ stream.heartbeat = 30
 heartbeat = 20
 frame_max = 256KB
 channel_max = 128
+max_message_size = 1048576
+initial_frame_max = 16KB
+stream.initial_frame_max = 4096
+consumer_max_per_channel = 16
+handshake_timeout = 5000
 deprecated_features.permit.transient_nonexcl_queues = false
 management.tcp.port = 15673
 management.tcp.ip = 127.0.0.1
@@ -104,6 +110,11 @@ warren.debug_listen = 127.0.0.1:6060
 		AMQPFrameMax:              256 << 10,
 		AMQPChannelMax:            128,
 		AMQPHeartbeat:             20,
+		MaxMessageSize:            1 << 20,
+		AMQPInitialFrameMax:       16 << 10,
+		StreamInitialFrameMax:     4096,
+		ConsumerMaxPerChannel:     16,
+		HandshakeTimeout:          5 * time.Second,
 		DenyTransientNonExclusive: true,
 		RetentionInterval:         "30s",
 		LogLevel:                  "warning",
@@ -188,6 +199,7 @@ func TestConfFileCombinations(t *testing.T) {
 		{"console off", "log.console.level = debug\nlog.console = false\n", func(c Config) bool { return c.LogLevel == "none" }},
 		{"level none", "log.console.level = none\n", func(c Config) bool { return c.LogLevel == "none" }},
 		{"newer channel_max name", "max_channels_per_connection = 64\n", func(c Config) bool { return c.AMQPChannelMax == 64 }},
+		{"no consumer limit", "consumer_max_per_channel = infinity\n", func(c Config) bool { return c.ConsumerMaxPerChannel == 0 }},
 		{"management load_definitions", "management.load_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
 		{"both load_definitions alike", "management.load_definitions = /d.json\nload_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
 		{"advertise host only", "stream.advertised_host = h\n", func(c Config) bool { return c.StreamAdvertise == "h:" }},
@@ -283,6 +295,10 @@ func TestConfFileErrors(t *testing.T) {
 		{"small frame", "frame_max = 4096\n", `w.conf:1: frame_max: 4096 is out of range 8192-4294967295`},
 		{"zero heartbeat", "heartbeat = 0\n", `w.conf:1: heartbeat: 0 (RabbitMQ: no heartbeats) is not supported by Warren yet`},
 		{"channel_max range", "channel_max = 65536\n", `w.conf:1: channel_max: 65536 is out of range 1-65535`},
+		{"max_message_size range", "max_message_size = 536870913\n", `w.conf:1: max_message_size: 536870913: max message size should be between 0 and 512MB`},
+		{"max_message_size size", "max_message_size = 16MB\n", `w.conf:1: max_message_size: "16MB" is not an integer`},
+		{"consumer_max_per_channel zero", "consumer_max_per_channel = 0\n", `w.conf:1: consumer_max_per_channel: "0" should be positive integer or 'infinity'`},
+		{"handshake_timeout infinity", "handshake_timeout = infinity\n", `w.conf:1: handshake_timeout: infinity (RabbitMQ: no timeout) is not supported by Warren: a handshake is always bounded`},
 		{"bad port", "\nlisteners.tcp.default = 70000\n", `w.conf:2: listeners.tcp.default: port 70000 is out of range 1-65535`},
 		{"bad stream port", "stream.listeners.tcp.default = 127.0.0.1:0\n", `w.conf:1: stream.listeners.tcp.default: "127.0.0.1:0": port 0 is out of range 1-65535`},
 		{"host name listener", "listeners.tcp.default = localhost:5672\n", `w.conf:1: listeners.tcp.default: "localhost:5672" is not an IP address and port`},
@@ -349,6 +365,8 @@ func TestConfExample(t *testing.T) {
 	want.StreamAdvertise = "localhost:5552"
 	want.FrameMax, want.Heartbeat = 1048576, 60
 	want.AMQPFrameMax, want.AMQPChannelMax, want.AMQPHeartbeat = 131072, 2047, 60
+	want.MaxMessageSize, want.HandshakeTimeout = 16<<20, 10*time.Second
+	want.AMQPInitialFrameMax, want.StreamInitialFrameMax = 8192, 8192
 	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
 		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
 	want.LoopbackUsers = []string{"guest"}

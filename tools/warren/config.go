@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/alarm"
@@ -33,6 +34,18 @@ type Config struct {
 	AMQPFrameMax   uint32
 	AMQPChannelMax uint16
 	AMQPHeartbeat  uint16
+	// MaxMessageSize (bytes; 0: 16 MiB), ConsumerMaxPerChannel (0: no
+	// limit) and HandshakeTimeout (0: 10 s) are RabbitMQ's
+	// max_message_size, consumer_max_per_channel and handshake_timeout,
+	// for AMQP 0-9-1.
+	MaxMessageSize uint64
+	// AMQPInitialFrameMax and StreamInitialFrameMax bound frames before
+	// the connection is tuned (AMQP) or open (stream); 0: 8192, as
+	// RabbitMQ's initial_frame_max and stream.initial_frame_max.
+	AMQPInitialFrameMax   uint32
+	StreamInitialFrameMax uint32
+	ConsumerMaxPerChannel int
+	HandshakeTimeout      time.Duration
 	// DenyTransientNonExclusive refuses durable=false exclusive=false
 	// queues as RabbitMQ 4.3 does (off: the ≤4.2 behaviour).
 	DenyTransientNonExclusive bool

@@ -192,6 +192,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
 			SuperStreams: super, AdvertiseTLS: advertiseTLS, CertLoginFrom: cfg.TLS.CertLoginFrom,
+			InitialFrameMax: cfg.StreamInitialFrameMax,
 		})
 		if err != nil {
 			closeAll()
@@ -223,7 +224,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		srv := amqp.NewServer(amqp.Config{
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
-			CertLoginFrom: cfg.TLS.CertLoginFrom,
+			CertLoginFrom:  cfg.TLS.CertLoginFrom,
+			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
+			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
 		})
 		for range lns {
 			servers = append(servers, srv) // one Serve per listener
