@@ -54,11 +54,7 @@ func (s *Server) registerLimits() {
 		if !queues.ValidVHostLimit(name) {
 			return errBadRequest(fmt.Sprintf("Validation failed\n\nUnrecognised terms [{<<%q>>,%d}] in limits\n", name, value))
 		}
-		v.Limits = maps.Clone(v.Limits)
-		if v.Limits == nil {
-			v.Limits = map[string]int64{}
-		}
-		v.Limits[name] = value
+		v.Limits = editLimits(v.Limits, name, &value)
 		if _, err := s.b.PutVHost(v); err != nil {
 			return err
 		}
@@ -69,11 +65,7 @@ func (s *Server) registerLimits() {
 		if err != nil {
 			return err
 		}
-		v.Limits = maps.Clone(v.Limits)
-		delete(v.Limits, q.Var("name"))
-		if v.Limits == nil {
-			v.Limits = map[string]int64{}
-		}
+		v.Limits = editLimits(v.Limits, q.Var("name"), nil)
 		if _, err := s.b.PutVHost(v); err != nil {
 			return err
 		}
@@ -123,11 +115,7 @@ func (s *Server) registerLimits() {
 		if !queues.ValidUserLimit(name) {
 			return errBadRequest(fmt.Sprintf("Unrecognised terms [{<<%q>>,%d}] in user-limits", name, value))
 		}
-		u.Limits = maps.Clone(u.Limits)
-		if u.Limits == nil {
-			u.Limits = map[string]int64{}
-		}
-		u.Limits[name] = value
+		u.Limits = editLimits(u.Limits, name, &value)
 		if err := s.b.PutUser(u); err != nil {
 			return err
 		}
@@ -138,16 +126,28 @@ func (s *Server) registerLimits() {
 		if err != nil {
 			return err
 		}
-		u.Limits = maps.Clone(u.Limits)
-		delete(u.Limits, q.Var("name"))
-		if u.Limits == nil {
-			u.Limits = map[string]int64{}
-		}
+		u.Limits = editLimits(u.Limits, q.Var("name"), nil)
 		if err := s.b.PutUser(u); err != nil {
 			return err
 		}
 		return q.noContent(false)
 	})
+}
+
+// editLimits returns a copy of limits with name set to *value, or
+// removed when value is nil; never nil, since a nil Limits means "keep
+// the current ones" to PutVHost and PutUser.
+func editLimits(limits map[string]int64, name string, value *int64) map[string]int64 {
+	out := maps.Clone(limits)
+	if out == nil {
+		out = map[string]int64{}
+	}
+	if value == nil {
+		delete(out, name)
+	} else {
+		out[name] = *value
+	}
+	return out
 }
 
 // limitValue reads a limit's {"value": N} body: a missing value and one
