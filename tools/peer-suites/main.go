@@ -610,7 +610,13 @@ func readGinkgo(path string) ([]result, error) {
 			LeafNodeText            string
 			LeafNodeType            string
 			State                   string
-			Failure                 struct{ Message string }
+			Failure                 struct {
+				Message  string
+				Location struct {
+					FileName   string
+					LineNumber int
+				}
+			}
 		}
 	}
 	if err := json.Unmarshal(b, &reports); err != nil {
@@ -630,11 +636,18 @@ func readGinkgo(path string) ([]result, error) {
 			case state == "pending":
 				state = "skipped"
 			}
+			var tail string
 			if state != "passed" && state != "skipped" {
 				name += ": " + firstLine(sr.Failure.Message)
 				state = "failed"
+				// The whole message (Gomega's says what was expected and
+				// what came) and where: the first line rarely tells.
+				tail = firstLines(sr.Failure.Message, 20)
+				if l := sr.Failure.Location; l.FileName != "" {
+					tail = fmt.Sprintf("%s:%d\n%s", filepath.Base(l.FileName), l.LineNumber, tail)
+				}
 			}
-			rs = append(rs, result{name: name, state: state})
+			rs = append(rs, result{name: name, state: state, tail: tail})
 		}
 	}
 	return rs, nil
@@ -643,4 +656,13 @@ func readGinkgo(path string) ([]result, error) {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// firstLines returns s's first n lines, trimmed.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	if len(lines) > n {
+		lines[n] = "..."
+	}
+	return strings.Join(lines, "\n")
 }

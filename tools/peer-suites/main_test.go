@@ -96,7 +96,7 @@ func TestReadGinkgo(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "r.json")
 	if err := os.WriteFile(report, []byte(`[{"SuiteDescription":"S","SpecReports":[
 		{"ContainerHierarchyTexts":["A","B"],"LeafNodeText":"works","LeafNodeType":"It","State":"passed"},
-		{"ContainerHierarchyTexts":["A"],"LeafNodeText":"breaks","LeafNodeType":"It","State":"failed","Failure":{"Message":"Expected\n  1 to equal 2"}},
+		{"ContainerHierarchyTexts":["A"],"LeafNodeText":"breaks","LeafNodeType":"It","State":"failed","Failure":{"Message":"Expected\n  1 to equal 2","Location":{"FileName":"/m/pkg/a_test.go","LineNumber":7}}},
 		{"ContainerHierarchyTexts":["A"],"LeafNodeText":"later","LeafNodeType":"It","State":"pending"},
 		{"ContainerHierarchyTexts":[],"LeafNodeText":"","LeafNodeType":"SynchronizedBeforeSuite","State":"passed"},
 		{"ContainerHierarchyTexts":[],"LeafNodeText":"","LeafNodeType":"SynchronizedAfterSuite","State":"failed","Failure":{"Message":"http error (404)"}}
@@ -109,9 +109,9 @@ func TestReadGinkgo(t *testing.T) {
 	}
 	want := []result{
 		{name: "A B works", state: "passed"},
-		{name: "A breaks: Expected", state: "failed"},
+		{name: "A breaks: Expected", state: "failed", tail: "a_test.go:7\nExpected\n  1 to equal 2"},
 		{name: "A later", state: "skipped"},
-		{name: "SynchronizedAfterSuite : http error (404)", state: "failed"},
+		{name: "SynchronizedAfterSuite : http error (404)", state: "failed", tail: "http error (404)"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)
