@@ -50,11 +50,14 @@ const (
 	ackGrace = 200 * time.Millisecond
 )
 
-// killQueues are the queues under test: name and declare arguments.
-var killQueues = []struct {
+// killQueue is a queue under test: its name and type.
+type killQueue struct {
 	name   string
 	quorum bool
-}{
+}
+
+// killQueues are TestKill9's queues.
+var killQueues = []killQueue{
 	{"kill-classic", false},
 	{"kill-quorum", true},
 }
@@ -131,20 +134,22 @@ func (s *killStats) add(o killStats) {
 
 // killState is the client's knowledge of one data directory.
 type killState struct {
-	t    *testing.T
-	seed uint64
-	run  int
-	mu   sync.Mutex
-	msgs map[string]*killMsg
-	st   killStats
-	errs int
+	t       *testing.T
+	seed    uint64
+	seedEnv string      // the variable that replays seed
+	queues  []killQueue // the queues under test
+	run     int
+	mu      sync.Mutex
+	msgs    map[string]*killMsg
+	st      killStats
+	errs    int
 }
 
 func (k *killState) errorf(format string, args ...any) {
 	k.t.Helper()
 	k.errs++
 	if k.errs <= 20 {
-		k.t.Errorf("seed %d (rerun with %s=%d), run %d: %s", k.seed, killSeedEnv, k.seed, k.run, fmt.Sprintf(format, args...))
+		k.t.Errorf("seed %d (rerun with %s=%d), run %d: %s", k.seed, k.seedEnv, k.seed, k.run, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -186,7 +191,7 @@ func (k *killState) deliveredLocked(qi int, d *amqp091.Delivery) *killMsg {
 		k.st.unflagged++
 		k.errorf("message %s delivered again without the redelivered flag; history %v", id, m.hist)
 	}
-	if killQueues[qi].quorum {
+	if k.queues[qi].quorum {
 		var count int64
 		switch v := d.Headers["x-delivery-count"].(type) {
 		case nil:
@@ -262,9 +267,9 @@ func (k *killState) startChild(dir string) (*exec.Cmd, string, *testutil.LockedB
 	return nil, "", nil
 }
 
-func declareKillQueues(ch *amqp091.Channel) ([]amqp091.Queue, error) {
+func (k *killState) declare(ch *amqp091.Channel) ([]amqp091.Queue, error) {
 	var out []amqp091.Queue
-	for _, kq := range killQueues {
+	for _, kq := range k.queues {
 		var args amqp091.Table
 		if kq.quorum {
 			args = amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(-1)}
@@ -288,7 +293,7 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 	if err != nil {
 		t.Fatalf("channel: %v", err)
 	}
-	qs, err := declareKillQueues(ch)
+	qs, err := k.declare(ch)
 	if err != nil {
 		t.Fatalf("declare: %v", err)
 	}
@@ -358,7 +363,7 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 // load runs a publisher and a consumer on every queue until the broker
 // is killed.
 func (k *killState) load(conn *amqp091.Connection, rng *rand.Rand, wg *sync.WaitGroup) {
-	for qi := range killQueues {
+	for qi := range k.queues {
 		wg.Add(2)
 		go k.publisher(conn, qi, rand.New(rand.NewPCG(rng.Uint64(), 1)), wg)
 		go k.consumer(conn, qi, rand.New(rand.NewPCG(rng.Uint64(), 2)), wg)
@@ -402,7 +407,7 @@ func (k *killState) publisher(conn *amqp091.Connection, qi int, rng *rand.Rand, 
 		k.msgs[id] = m
 		k.st.published++
 		k.mu.Unlock()
-		conf, err := ch.PublishWithDeferredConfirm("", killQueues[qi].name, false, false, amqp091.Publishing{
+		conf, err := ch.PublishWithDeferredConfirm("", k.queues[qi].name, false, false, amqp091.Publishing{
 			DeliveryMode: amqp091.Persistent, MessageId: id, Body: []byte(killBody(id)),
 		})
 		if err != nil {
@@ -437,7 +442,7 @@ func (k *killState) consumer(conn *amqp091.Connection, qi int, rng *rand.Rand, w
 		return
 	}
 	held := 0
-	ds, err := ch.Consume(killQueues[qi].name, "", false, false, false, false, nil)
+	ds, err := ch.Consume(k.queues[qi].name, "", false, false, false, false, nil)
 	if err != nil {
 		return
 	}
@@ -517,7 +522,7 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d kills", trials)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
-	k := &killState{t: t, seed: seed, msgs: map[string]*killMsg{}}
+	k := &killState{t: t, seed: seed, seedEnv: killSeedEnv, queues: killQueues, msgs: map[string]*killMsg{}}
 	var total killStats
 	for trial := 1; trial <= trials+1; trial++ {
 		k.run = trial
