@@ -97,8 +97,13 @@ func openWriter(s *Stream) (*writer, error) {
 		last := bases[len(bases)-1]
 		// The last segment may hold what was never synced: a power cut
 		// can damage it anywhere after the last sync, so every chunk is
-		// validated. The others were synced whole at the roll.
-		seg, rec, err := segment.Recover(s.dir, last)
+		// validated unless the caller knows there was none since
+		// (TrustTail). The others were synced whole at the roll.
+		open := segment.Recover
+		if s.opts.TrustTail {
+			open = segment.Open
+		}
+		seg, rec, err := open(s.dir, last)
 		if err != nil {
 			return nil, err
 		}
