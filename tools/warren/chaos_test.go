@@ -314,8 +314,8 @@ func TestChaos(t *testing.T) {
 			t.Errorf("run %d: the daemon logged errors:\n%s", run, s)
 		}
 		total.add(c.st)
-		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart, then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
-			run, delay, c.st.deliveredInDrain, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
+		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which acked >= %v before the kill %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
+			run, delay, c.st.deliveredInDrain, c.st.ackedBack, ackGrace, c.st.ackedBackOld, c.st.lost, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
 		if t.Failed() && os.Getenv(chaosKillsEnv) == "" {
 			break
 		}
