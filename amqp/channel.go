@@ -35,6 +35,7 @@ type channel struct {
 	lastQueue string   // for empty queue names
 	prefetch  int      // basic.qos global=false: for consumers created later
 	limit     *queues.ChannelLimit
+	release   func()           // uncounts the channel from its user's max-channels
 	perms     map[permKey]bool // permission checks passed or refused
 	tx        *txState         // non-nil once tx.select
 	routeBuf  []string
@@ -81,7 +82,7 @@ type permKey struct {
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}}
+	ch := &channel{c: c, id: id, perms: map[permKey]bool{}, limit: &queues.ChannelLimit{}, release: func() {}}
 	ch.mu.consumers = map[string]*consumer{}
 	ch.conf.ch = ch
 	ch.armTimeout()
@@ -119,11 +120,11 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 	switch f.Type {
 	case wire.FrameMethod:
 		if ch.assembly.active {
-			return newError(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+			return ch.assembly.unexpected()
 		}
 		m, derr := ch.decode(f.Payload)
 		if derr != nil {
-			return decodeError(derr)
+			return decodeError(derr, f)
 		}
 		if err = ch.handleMethod(m); err != nil {
 			// The close names the method that failed, whatever failed
@@ -151,6 +152,11 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 	}
 	if e.Hard {
 		return e
+	}
+	if f.Type != wire.FrameMethod {
+		// A refused publish (its content completed it): the close names
+		// basic.publish, as RabbitMQ's does.
+		e = e.withMethod(&wire.BasicPublish{})
 	}
 	ch.fail(e)
 	return e
@@ -322,14 +328,14 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		ch.shutdown()
 		ch.c.send(ch.id, &wire.ChannelCloseOk{})
 		ch.c.channelClosed(ch.id)
-	case *wire.ChannelCloseOk:
-		// Not closing: nothing to confirm.
 	case *wire.ChannelOpen:
 		return newError(wire.ChannelError, "second 'channel.open' seen")
 	case *wire.AccessRequest:
 		ch.c.send(ch.id, &wire.AccessRequestOk{Ticket: 1})
 	default:
-		return newError(wire.CommandInvalid, "unimplemented method '%s' on a channel", m.MethodName())
+		// A server's method (basic.deliver, channel.open-ok, ...), or a
+		// close-ok with no close to confirm: rabbit_channel's fallback.
+		return newError(wire.CommandInvalid, "unimplemented method")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -41,8 +43,9 @@ type conn struct {
 	name        string // RabbitMQ's "peer -> local"
 	connectedAt int64  // Unix ms
 	ssl         bool
-	stats       netserve.Counters // the socket's; the reader and writer add to them
-	ctr         queues.Counters   // messages, for the Prometheus endpoint (queues/metrics.go)
+	tls         *tls.ConnectionState // the handshake's, once the protocol header is read; nil without TLS
+	stats       netserve.Counters    // the socket's; the reader and writer add to them
+	ctr         queues.Counters      // messages, for the Prometheus endpoint (queues/metrics.go)
 
 	// Set during the handshake, then read-only.
 	user          string
@@ -54,12 +57,15 @@ type conn struct {
 	heartbeat     atomic.Int64 // ns; read by the writer
 	cancelNotify  bool         // client capability consumer_cancel_notify
 	authFailClose bool         // client capability authentication_failure_close
+	blockedNotify bool         // client capability connection.blocked
+	tuned         bool         // tune-ok accepted: handshake errors answer with connection.close
 
 	// Owned by the reader goroutine.
-	fr       *wire.FrameReader
-	channels map[uint16]*channel // changed under chmu: Info reads it
-	shutDown bool                // a close handshake completed: linger before closing the socket
-	removeFn func()              // drops the connection from the broker's list
+	fr        *wire.FrameReader
+	channels  map[uint16]*channel // changed under chmu: Info reads it
+	shutDown  bool                // a close handshake completed: linger before closing the socket
+	lingerMax time.Duration       // if set, bounds the linger (after a frame error)
+	removeFn  func()              // drops the connection from the broker's list
 
 	// chmu guards changes to channels, which only the reader goroutine
 	// makes, against Info's reads from other goroutines; the reader reads
@@ -68,6 +74,11 @@ type conn struct {
 	// forced is CloseForced's connection.close, for the reader goroutine
 	// to send (info.go).
 	forced atomic.Pointer[amqpError]
+	// kicked is closed by CloseForced: it wakes a reader blocked by an
+	// alarm (alarm.go).
+	kicked chan struct{}
+	// blocked is set while the reader is held by an alarm (alarm.go).
+	blocked atomic.Bool
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -84,10 +95,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		ssl:         isTLS(nc),
-		frameMax:    wire.FrameMinSize,
+		frameMax:    s.cfg.InitialFrameMax,
 		channels:    map[uint16]*channel{},
 		writerDone:  make(chan struct{}),
 		stop:        make(chan struct{}),
+		kicked:      make(chan struct{}),
 	}
 	c.fr = wire.NewFrameReader(c.stats.Reader(nc), 64<<10)
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -138,7 +150,11 @@ func (c *conn) linger() {
 	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		hc.CloseWrite()
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.closeWait()))
+	wait := c.closeWait()
+	if c.lingerMax > 0 {
+		wait = min(wait, c.lingerMax)
+	}
+	c.nc.SetReadDeadline(time.Now().Add(wait))
 	io.Copy(io.Discard, c.nc)
 }
 
@@ -180,6 +196,7 @@ func (c *conn) cleanup() {
 func (c *conn) closeChannels() {
 	for id, ch := range c.channels {
 		ch.shutdown()
+		ch.release()
 		c.chmu.Lock()
 		delete(c.channels, id)
 		c.chmu.Unlock()
@@ -220,9 +237,14 @@ func (c *conn) run() error {
 			}
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
-				return c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+				return c.fatalFrameError(framingError(fe))
 			}
 			return err
+		}
+		if isPublishFrame(f) {
+			if err := c.blockWhileAlarmed(); err != nil {
+				return err
+			}
 		}
 		if err := c.dispatch(f); err != nil {
 			var ae *amqpError
@@ -235,6 +257,23 @@ func (c *conn) run() error {
 			return err
 		}
 	}
+}
+
+// fatalFrameError answers a framing violation, after which the input is
+// out of sync: connection.close, then the socket's input is dropped for
+// SilentCloseDelay (or until the client closes) before it is closed, as
+// rabbit_reader's fatal_frame_error does; closing with the client's
+// bytes unread would reset the connection, and the client could lose
+// the close.
+func (c *conn) fatalFrameError(e *amqpError) error {
+	c.log.Debug("frame error", "text", e.Text)
+	c.send(0, &wire.ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, FailingClassID: e.ClassID, FailingMethodID: e.MethodID})
+	c.shutDown = true
+	c.lingerMax = c.srv.cfg.SilentCloseDelay
+	if c.lingerMax <= 0 {
+		c.lingerMax = time.Second
+	}
+	return errClosed
 }
 
 // hardClose sends connection.close for e and waits (bounded) for the
@@ -274,6 +313,31 @@ func (c *conn) send(ch uint16, m wire.Method) {
 	c.out.frames(func(b []byte) []byte { return wire.AppendMethodFrame(b, ch, m) })
 }
 
+// handshakeError ends a connection whose handshake failed: once tuned
+// (awaiting connection.open) with connection.close, as RabbitMQ answers
+// in its opening state; before that silently, the socket held for
+// SilentCloseDelay with its input ignored, as rabbit_reader's
+// handle_exception does in the starting and tuning states, so that a
+// misbehaving client cannot retry in a tight loop.
+func (c *conn) handshakeError(e *amqpError) error {
+	if c.tuned {
+		return c.hardClose(e)
+	}
+	c.log.Debug("handshake error", "code", e.Code, "text", e.Text)
+	c.tarpit(c.srv.cfg.SilentCloseDelay)
+	return errClosed
+}
+
+// tarpit reads and drops the client's input for d or until it closes
+// its side (or Server.Close closes the socket).
+func (c *conn) tarpit(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(d))
+	io.Copy(io.Discard, c.nc)
+}
+
 // readMethod reads the next frame during the handshake, which must be a
 // method on channel 0.
 func (c *conn) readMethod() (wire.Method, error) {
@@ -282,19 +346,21 @@ func (c *conn) readMethod() (wire.Method, error) {
 		if err != nil {
 			var fe *wire.FramingError
 			if errors.As(err, &fe) {
-				return nil, c.hardClose(newError(wire.FrameError, "%s", fe.Text))
+				return nil, c.handshakeError(framingError(fe))
 			}
 			return nil, err
 		}
 		switch {
+		case f.Type == wire.FrameHeartbeat && len(f.Payload) > 0:
+			return nil, c.handshakeError(newError(wire.FrameError, "type %d, %s: unknown_frame", f.Type, octets(f.Payload)))
 		case f.Type == wire.FrameHeartbeat:
 			continue
 		case f.Type != wire.FrameMethod || f.Channel != 0:
-			return nil, c.hardClose(newError(wire.UnexpectedFrame, "expected a method frame on channel 0 during the handshake"))
+			return nil, c.handshakeError(newError(wire.UnexpectedFrame, "type %d, %s", f.Type, octets(f.Payload)))
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return nil, c.hardClose(newError(wire.FrameError, "cannot decode method: %v", err))
+			return nil, c.handshakeError(decodeError(err, f))
 		}
 		return m, nil
 	}
@@ -333,11 +399,18 @@ func (c *conn) handshake() error {
 		c.out.frames(func(b []byte) []byte { return append(b, wire.ProtocolHeader[:]...) })
 		return errClosed
 	}
+	mechanisms := "PLAIN AMQPLAIN"
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// Reading the header completed the TLS handshake.
+		cs := tc.ConnectionState()
+		c.tls = &cs
+		mechanisms += " EXTERNAL" // as rabbitmq_auth_mechanism_ssl: offered on every TLS connection
+	}
 	c.send(0, &wire.ConnectionStart{
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(),
-		Mechanisms:       "PLAIN AMQPLAIN",
+		Mechanisms:       mechanisms,
 		Locales:          "en_US",
 	})
 	m, err := c.readMethod()
@@ -346,19 +419,20 @@ func (c *conn) handshake() error {
 	}
 	so, ok := m.(*wire.ConnectionStartOk)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.start_ok', got '%s'", m.MethodName()).withMethod(m))
+		return c.handshakeError(newError(wire.ChannelError, "unexpected method in connection state starting").withMethod(m))
 	}
 	c.mechanism = so.Mechanism
 	c.clientProps = plainTable(so.ClientProperties)
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 		c.authFailClose, _ = caps["authentication_failure_close"].(bool)
+		c.blockedNotify, _ = caps["connection.blocked"].(bool)
 	}
-	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
-	if aerr != nil {
-		return c.hardClose(aerr.withMethod(so))
+	user, err := c.authenticate(so)
+	if aerr := (*amqpError)(nil); errors.As(err, &aerr) {
+		return c.handshakeError(aerr.withMethod(so))
 	}
-	if _, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+	if err != nil {
 		c.log.Info("login refused", "user", user, "mechanism", so.Mechanism, "err", err)
 		if c.authFailClose {
 			text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
@@ -366,9 +440,14 @@ func (c *conn) handshake() error {
 				text = fmt.Sprintf("user '%s' can only connect via localhost", user)
 			}
 			c.out.frames(func(b []byte) []byte {
-				return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.AccessRefused, ReplyText: "ACCESS_REFUSED - " + text, FailingClassID: so.ClassID(), FailingMethodID: so.MethodID()})
+				return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.AccessRefused, ReplyText: "ACCESS_REFUSED - " + text})
 			})
 		}
+		// RabbitMQ then waits for the client to close (close-ok or EOF),
+		// at most the handshake timeout; Warren at most SilentCloseDelay.
+		// Either way a refused login holds the socket, so that password
+		// guessing cannot go faster than the client's own closes.
+		c.tarpit(c.srv.cfg.SilentCloseDelay)
 		return errClosed
 	}
 	c.user = user
@@ -379,26 +458,38 @@ func (c *conn) handshake() error {
 	}
 	to, ok := m.(*wire.ConnectionTuneOk)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.tune_ok', got '%s'", m.MethodName()).withMethod(m))
+		return c.handshakeError(newError(wire.ChannelError, "unexpected method in connection state tuning").withMethod(m))
 	}
 	if e := c.negotiate(to); e != nil {
+		// rabbit_reader answers a failed negotiation (not_allowed in its
+		// tuning state) with connection.close.
 		return c.hardClose(e.withMethod(to))
 	}
+	c.tuned = true
 	m, err = c.readMethod()
 	if err != nil {
 		return err
 	}
 	open, ok := m.(*wire.ConnectionOpen)
 	if !ok {
-		return c.hardClose(newError(wire.CommandInvalid, "expected 'connection.open', got '%s'", m.MethodName()).withMethod(m))
+		return c.hardClose(newError(wire.ChannelError, "unexpected method in connection state opening").withMethod(m))
+	}
+	if !c.broker.VHostExists(open.VirtualHost) {
+		// rabbit_reader's connection limit check finds no vhost first.
+		return c.hardClose(newError(wire.NotAllowed, "vhost %s not found", open.VirtualHost).withMethod(open))
 	}
 	if err := c.broker.CheckVHostAccess(c.user, open.VirtualHost); err != nil {
 		return c.hardClose(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, c.user).withMethod(open))
 	}
 	c.vhost = open.VirtualHost
 	// Listed before open-ok: a client that is open finds itself in the
-	// list (and the management API).
-	c.removeFn = c.broker.AddConn(c)
+	// list (and the management API). Listing counts against the vhost's
+	// and the user's max-connections.
+	remove, err := c.broker.OpenConn(c, c.user, c.vhost)
+	if err != nil {
+		return c.hardClose(connLimitError(err, c.user).withMethod(open))
+	}
+	c.removeFn = remove
 	c.send(0, &wire.ConnectionOpenOk{})
 	return nil
 }
@@ -428,6 +519,28 @@ func limitText(v uint32) string {
 		return "0 (no limit)"
 	}
 	return strconv.FormatUint(uint64(v), 10)
+}
+
+// authenticate checks start-ok's credentials and returns the user name.
+// A malformed response or a mechanism not offered is an *amqpError;
+// another error refuses the login (ACCESS_REFUSED).
+func (c *conn) authenticate(so *wire.ConnectionStartOk) (string, error) {
+	if so.Mechanism == "EXTERNAL" && c.tls != nil {
+		// As rabbitmq_auth_mechanism_ssl: the response is ignored, the
+		// name comes from the verified client certificate.
+		user, err := tlsconf.PeerName(*c.tls, c.srv.cfg.CertLoginFrom)
+		if err != nil {
+			return "", err
+		}
+		_, err = c.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		return user, err
+	}
+	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
+	if aerr != nil {
+		return "", aerr
+	}
+	_, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr())
+	return user, err
 }
 
 // parseResponse decodes a PLAIN or AMQPLAIN response.
@@ -471,22 +584,27 @@ func (c *conn) dispatch(f wire.Frame) error {
 	}
 	if f.Channel == 0 {
 		if f.Type != wire.FrameMethod {
-			return newError(wire.UnexpectedFrame, "expected a method frame on channel 0, got frame type %d", f.Type)
+			return newError(wire.UnexpectedFrame, "type %d, %s", f.Type, octets(f.Payload))
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return decodeError(err)
+			return decodeError(err, f)
 		}
 		return c.handleConnectionMethod(m)
 	}
 	ch := c.channels[f.Channel]
 	if ch == nil {
 		if f.Type != wire.FrameMethod {
-			return newError(wire.ChannelError, "expected 'channel.open'")
+			// RabbitMQ makes the channel process first, whose frame
+			// assembler expects a method.
+			if f.Type == wire.FrameHeader && len(f.Payload) < contentHeaderMin {
+				return shortFrame(f)
+			}
+			return newError(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
-			return decodeError(err)
+			return decodeError(err, f)
 		}
 		open, ok := m.(*wire.ChannelOpen)
 		if !ok {
@@ -495,7 +613,12 @@ func (c *conn) dispatch(f wire.Frame) error {
 		if len(c.channels) >= int(c.channelMax) {
 			return newError(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax).withMethod(open)
 		}
+		release, err := c.broker.OpenChannel(c.user)
+		if err != nil {
+			return connLimitError(err, c.user).withMethod(open)
+		}
 		ch = newChannel(c, f.Channel)
+		ch.release = release
 		c.chmu.Lock()
 		c.channels[f.Channel] = ch
 		c.chmu.Unlock()
@@ -506,12 +629,30 @@ func (c *conn) dispatch(f wire.Frame) error {
 	return ch.handleFrame(f)
 }
 
-// decodeError maps a method decoding failure to RabbitMQ's answer.
-func decodeError(err error) *amqpError {
-	if errors.Is(err, wire.ErrUnknownMethod) {
-		return newError(wire.CommandInvalid, "%v", err)
+// decodeError maps a method decoding failure to RabbitMQ's answer: a
+// payload too short for the ids is an unknown frame and undecodable
+// arguments "cannot decode" them (rabbit_misc:frame_error), as RabbitMQ
+// words them. An unknown method makes RabbitMQ's reader exit
+// ({unknown_method_id, {C,M}}) and drop the socket; Warren closes the
+// connection with 503 COMMAND_INVALID naming the ids instead.
+func decodeError(err error, f wire.Frame) *amqpError {
+	classID, methodID, args, serr := wire.SplitMethod(f.Payload)
+	switch {
+	case serr != nil:
+		return shortFrame(f)
+	case errors.Is(err, wire.ErrUnknownMethod):
+		return newError(wire.CommandInvalid, "unknown method id {%d,%d}", classID, methodID)
 	}
-	return newError(wire.FrameError, "cannot decode method: %v", err)
+	e := newError(wire.FrameError, "cannot decode %s", erlBinaryW(args))
+	e.ClassID, e.MethodID = classID, methodID
+	return e
+}
+
+// shortFrame is rabbit_command_assembler's analyze_frame failing: a
+// method payload shorter than its ids, a content header shorter than
+// its fixed fields.
+func shortFrame(f wire.Frame) *amqpError {
+	return newError(wire.FrameError, "type %d, %s: unknown_frame", f.Type, octets(f.Payload))
 }
 
 func (c *conn) handleConnectionMethod(m wire.Method) error {
@@ -535,10 +676,11 @@ func (c *conn) handleConnectionMethod(m wire.Method) error {
 // channelClosed forgets a channel after its close handshake.
 func (c *conn) channelClosed(id uint16) {
 	c.chmu.Lock()
-	_, ok := c.channels[id]
+	ch, ok := c.channels[id]
 	delete(c.channels, id)
 	c.chmu.Unlock()
 	if ok {
+		ch.release()
 		c.broker.Churn().ChannelsClosed.Add(1)
 	}
 }

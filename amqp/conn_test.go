@@ -88,7 +88,9 @@ func TestUnknownMechanism(t *testing.T) {
 		t.Fatalf("mechanisms %q", got)
 	}
 	c.send(0, &wire.ConnectionStartOk{ClientProperties: wire.Table{}, Mechanism: "EXTERNAL", Response: "", Locale: "en_US"})
-	c.expectClose(0, 503, "COMMAND_INVALID - unknown authentication mechanism 'EXTERNAL'")
+	// rabbit_reader fails the handshake silently (command_invalid in its
+	// starting state): no connection.close, the socket closed.
+	c.expectEOF()
 }
 
 func TestAMQPLAIN(t *testing.T) {
@@ -110,7 +112,7 @@ func TestAMQPLAIN(t *testing.T) {
 func TestVHostRefused(t *testing.T) {
 	tb := startBroker(t, brokerOpts{})
 	_, err := amqp091.Dial("amqp://guest:guest@" + tb.addr + "/nope")
-	amqpErr(t, err, 530, "NOT_ALLOWED - access to vhost 'nope' refused for user 'guest'")
+	amqpErr(t, err, 530, "NOT_ALLOWED - vhost nope not found")
 }
 
 func TestTuneOkAboveServerValues(t *testing.T) {

@@ -189,6 +189,9 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	if _, dup := ch.mu.consumers[tag]; dup {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
+	if max := ch.c.srv.cfg.ConsumerMaxPerChannel; max > 0 && len(ch.mu.consumers) >= max {
+		return newError(wire.NotAllowed, "reached maximum (%d) of consumers per channel", max)
+	}
 	cs := &consumer{ch: ch, tag: tag, noAck: m.NoAck, queue: name, exclusive: m.Exclusive, prefetch: ch.prefetch, args: plainTable(m.Arguments)}
 	// Under ch.mu: the first delivery, which takes ch.mu, follows the
 	// consume-ok queued below.

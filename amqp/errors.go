@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -82,6 +83,47 @@ func erlBinary(b []byte) string {
 	if printable {
 		return `<<"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(string(b)) + `">>`
 	}
+	var sb strings.Builder
+	sb.WriteString("<<")
+	for i, c := range b {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(int(c)))
+	}
+	sb.WriteString(">>")
+	return sb.String()
+}
+
+// connLimitError words a connection or channel refused by a vhost or
+// user limit (queues.OpenConn, OpenChannel) as rabbit_reader does: 530
+// NOT_ALLOWED, which closes the connection.
+func connLimitError(err error, user string) *amqpError {
+	var le *queues.LimitError
+	if !errors.As(err, &le) {
+		return fromModel(err)
+	}
+	switch {
+	case le.Scope == "vhost":
+		return newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", le.Name, user, le.Limit)
+	case le.Kind == queues.LimitMaxChannels:
+		return newError(wire.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", le.Name, le.Limit)
+	}
+	return newError(wire.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", le.Name, le.Limit)
+}
+
+// framingError words a framing violation as rabbit_reader's frame_error:
+// "type 1, all octets = <<>>: {frame_too_large,9000,8184}".
+func framingError(fe *wire.FramingError) *amqpError {
+	if fe.Term == "" {
+		return newError(wire.FrameError, "%s", fe.Text)
+	}
+	return newError(wire.FrameError, "type %d, %s: %s", fe.Type, octets(fe.Payload), fe.Term)
+}
+
+// erlBinaryW renders b as Erlang's ~w prints a binary: <<1,2,3>>, every
+// byte a number.
+func erlBinaryW(b []byte) string {
 	var sb strings.Builder
 	sb.WriteString("<<")
 	for i, c := range b {

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -26,8 +27,9 @@ type testBroker struct {
 }
 
 type brokerOpts struct {
-	dir string // data directory; a new temp dir when empty
-	cfg Config // Broker is filled in
+	dir string      // data directory; a new temp dir when empty
+	cfg Config      // Broker is filled in
+	tls *tls.Config // serve TLS with it (amqps)
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -45,7 +47,13 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 		b.Close()
 		t.Fatal(err)
 	}
+	if o.tls != nil {
+		ln = tls.NewListener(ln, o.tls)
+	}
 	o.cfg.Broker = b
+	if o.cfg.SilentCloseDelay == 0 {
+		o.cfg.SilentCloseDelay = -1 // refusals answer at once in tests
+	}
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		o.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -42,12 +43,16 @@ func (c *conn) Info() queues.ConnInfo {
 		FrameMax:         c.frameMax,
 		ChannelMax:       c.channelMax,
 		Heartbeat:        uint32(time.Duration(c.heartbeat.Load()) / time.Second),
-		State:            queues.StateRunning,
+		State:            c.state(),
 		SSL:              c.ssl,
 		RecvOct:          c.stats.RecvOct.Load(),
 		SendOct:          c.stats.SendOct.Load(),
 		RecvCnt:          c.stats.RecvCnt.Load(),
 		SendCnt:          c.stats.SendCnt.Load(),
+	}
+	if c.tls != nil {
+		in := tlsconf.ConnInfo(*c.tls)
+		ci.TLS = &in
 	}
 	ci.UserProvidedName, _ = ci.ClientProperties["connection_name"].(string)
 	c.chmu.Lock()
@@ -145,6 +150,7 @@ func (c *conn) CloseForced(reason string) {
 		return
 	}
 	c.log.Info("closing connection", "reason", reason)
+	close(c.kicked)
 	c.nc.SetReadDeadline(time.Now())
 }
 

@@ -24,6 +24,23 @@ type assembly struct {
 	body      []byte
 }
 
+// contentHeaderMin is a content header's fixed part: class, weight and
+// body size. rabbit_command_assembler cannot analyze a shorter one.
+const contentHeaderMin = 12
+
+// unexpected is rabbit_command_assembler's answer to a frame the publish
+// being assembled does not expect: after no publish, a method; after
+// basic.publish, its content header; after the header, body frames.
+func (a *assembly) unexpected() *amqpError {
+	switch {
+	case !a.active:
+		return newError(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
+	case !a.gotHeader:
+		return newError(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead").withMethod(&wire.BasicPublish{})
+	}
+	return newError(wire.UnexpectedFrame, "expected content body, got non content body frame instead").withMethod(&wire.BasicPublish{})
+}
+
 func (a *assembly) reset() {
 	a.active, a.gotHeader = false, false
 	a.props = a.props[:0]
@@ -45,19 +62,38 @@ func (ch *channel) startPublish(m *wire.BasicPublish) error {
 
 func (ch *channel) handleHeader(payload []byte) error {
 	a := &ch.assembly
+	if len(payload) < contentHeaderMin {
+		return shortFrame(wire.Frame{Type: wire.FrameHeader, Payload: payload})
+	}
 	if !a.active || a.gotHeader {
-		return newError(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
+		return a.unexpected()
 	}
 	h, err := wire.ParseContentHeader(payload)
 	if err != nil {
-		return newError(wire.FrameError, "cannot decode content header: %v", err)
+		// RabbitMQ decodes properties later and fails then (541); the
+		// frame is refused here, its properties shown.
+		return newError(wire.FrameError, "cannot decode %s", erlBinaryW(payload[12:])).withMethod(&wire.BasicPublish{})
 	}
-	if h.ClassID != wire.ClassBasic || h.Weight != 0 {
-		return newError(wire.UnexpectedFrame, "content header for class %d, expected class 60 with weight 0", h.ClassID)
+	if h.ClassID != wire.ClassBasic {
+		return newError(wire.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID).withMethod(&wire.BasicPublish{})
 	}
-	if h.BodySize > ch.c.srv.cfg.MaxMessageSize {
+	if h.Weight != 0 {
+		// rabbit_command_assembler matches weight 0 only.
+		return a.unexpected()
+	}
+	if h.BodySize > MaxMessageSizeLimit {
+		// rabbit_command_assembler: a frame error, before the body.
+		return newError(wire.FrameError, "content body size %d exceeds maximum allowed size %d", h.BodySize, MaxMessageSizeLimit).withMethod(&wire.BasicPublish{})
+	}
+	if max := ch.c.srv.cfg.MaxMessageSize; h.BodySize > max {
+		// rabbit_channel:check_msg_size's texts. RabbitMQ reads the body
+		// first; refusing at the header spares reading it into memory.
 		a.reset()
-		return newError(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize)
+		format := "message size %d is larger than configured max size %d"
+		if max == MaxMessageSizeLimit {
+			format = "message size %d is larger than max size %d"
+		}
+		return newError(wire.PreconditionFailed, format, h.BodySize, max).withMethod(&wire.BasicPublish{})
 	}
 	a.gotHeader = true
 	a.props = append(a.props[:0], h.Props...)
@@ -72,10 +108,10 @@ func (ch *channel) handleHeader(payload []byte) error {
 func (ch *channel) handleBody(payload []byte) error {
 	a := &ch.assembly
 	if !a.active || !a.gotHeader {
-		return newError(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
+		return a.unexpected()
 	}
 	if uint64(len(a.body))+uint64(len(payload)) > a.size {
-		return newError(wire.FrameError, "content body exceeds the declared size %d", a.size)
+		return newError(wire.FrameError, "content body frame exceeds remaining content size").withMethod(&wire.BasicPublish{})
 	}
 	a.body = append(a.body, payload...)
 	if uint64(len(a.body)) == a.size {

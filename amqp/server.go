@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"errors"
+	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/netserve"
 	"log/slog"
 	"net"
@@ -15,7 +16,13 @@ const (
 	DefaultFrameMax       = 131072
 	DefaultChannelMax     = 2047
 	DefaultHeartbeat      = 60
-	DefaultMaxMessageSize = 128 << 20
+	DefaultMaxMessageSize = 16 << 20 // RabbitMQ 4.x's max_message_size
+	// MaxMessageSizeLimit is the largest max_message_size (512 MiB), as
+	// RabbitMQ's ?MAX_MSG_SIZE: a content header declaring more is a
+	// frame error whatever the configured size.
+	MaxMessageSizeLimit = 512 << 20
+	// DefaultSilentCloseDelay is RabbitMQ's ?SILENT_CLOSE_DELAY.
+	DefaultSilentCloseDelay = 3 * time.Second
 )
 
 // Config configures a Server.
@@ -27,8 +34,23 @@ type Config struct {
 	FrameMax   uint32
 	ChannelMax uint16
 	Heartbeat  uint16
-	// MaxMessageSize bounds a message body; zero means 128 MiB.
+	// InitialFrameMax bounds frames until tune-ok, as RabbitMQ's
+	// initial_frame_max; zero means 8192 (FRAME_MIN_SIZE, its default).
+	InitialFrameMax uint32
+	// MaxMessageSize bounds a message body; zero means 16 MiB, as
+	// RabbitMQ 4.x's max_message_size. A larger publish closes the
+	// channel (406).
 	MaxMessageSize uint64
+	// ConsumerMaxPerChannel bounds the consumers of a channel, as
+	// RabbitMQ's consumer_max_per_channel (530); zero means no limit.
+	ConsumerMaxPerChannel int
+	// SilentCloseDelay is how long a connection that failed its
+	// handshake (a malformed or unexpected frame before connection.open
+	// completes, but not a refused login or vhost) is held before the
+	// socket is closed, so that a client cannot retry in a tight loop;
+	// zero means 3 s, RabbitMQ's ?SILENT_CLOSE_DELAY, and a negative
+	// value none (tests).
+	SilentCloseDelay time.Duration
 	// HandshakeTimeout bounds the time from accept to connection.open-ok;
 	// zero means 10 seconds, as RabbitMQ's handshake_timeout.
 	HandshakeTimeout time.Duration
@@ -40,6 +62,11 @@ type Config struct {
 	// delivery is older than this; zero means 30 minutes, as RabbitMQ's
 	// consumer_timeout, and a negative value disables it.
 	ConsumerTimeout time.Duration
+	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
+	// verified client certificate: tlsconf.LoginFromDN (the default, as
+	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
+	// offered on TLS connections only.
+	CertLoginFrom string
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.
@@ -70,6 +97,12 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.InitialFrameMax == 0 {
+		cfg.InitialFrameMax = wire.FrameMinSize
+	}
+	if cfg.SilentCloseDelay == 0 {
+		cfg.SilentCloseDelay = DefaultSilentCloseDelay
 	}
 	if cfg.ConsumerTimeout == 0 {
 		cfg.ConsumerTimeout = DefaultConsumerTimeout

@@ -33,6 +33,7 @@ type checker struct {
 	exchanges map[key]string           // in the document (not skipped): their types
 	queues    map[key]bool             // in the document (not skipped)
 	limits    map[string]queues.VHost  // vhost-limits parameters, by vhost
+	newQueues map[string]int           // queues the import adds, by vhost
 
 	// the changes, by category, in the order of the document
 	userSteps, vhostSteps, permSteps, exchangeSteps, topicSteps, globalSteps,
@@ -43,7 +44,7 @@ func newChecker(b *queues.Broker, d *Definitions, single string) *checker {
 	return &checker{
 		b: b, d: d, single: single,
 		users: map[string]bool{}, vhosts: map[string]*queues.VHost{}, exchanges: map[key]string{},
-		queues: map[key]bool{}, limits: map[string]queues.VHost{},
+		queues: map[key]bool{}, limits: map[string]queues.VHost{}, newQueues: map[string]int{},
 	}
 }
 
@@ -66,6 +67,7 @@ func (c *checker) check() ([]step, error) {
 	c.checkParameters()
 	c.checkExchanges()
 	c.checkQueues()
+	c.checkQueueLimits()
 	c.checkBindings()
 	if err := c.r.err(); err != nil {
 		return nil, err
@@ -628,14 +630,45 @@ func (c *checker) checkQueues() {
 			}
 		}
 		def := queues.QueueDef{VHost: v, Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args}
-		if _, err := c.b.CheckQueueDeclare(def); err != nil {
+		exists, err := c.b.CheckQueueDeclare(def)
+		if err != nil {
 			c.r.add("%s", brokerReason(res, err))
 			continue
+		}
+		if !exists {
+			c.newQueues[v]++
 		}
 		c.queueSteps = append(c.queueSteps, step{res, func() error {
 			_, _, _, err := c.b.DeclareQueue(queues.DeclareOptions{Def: def})
 			return err
 		}})
+	}
+}
+
+// checkQueueLimits refuses an import that would take a vhost over its
+// max-queues, as rabbit_definitions' validate_vhost_queue_limit does, so
+// that the import fails whole rather than at its queue steps. The limit
+// is the one the vhost will have: the document's, else the current one.
+func (c *checker) checkQueueLimits() {
+	for _, v := range slices.Sorted(maps.Keys(c.newQueues)) {
+		add := c.newQueues[v]
+		var limits map[string]int64
+		switch {
+		case c.limits[v].Limits != nil:
+			limits = c.limits[v].Limits
+		case c.vhosts[v] != nil && c.vhosts[v].Limits != nil:
+			limits = c.vhosts[v].Limits
+		default:
+			cur, _ := c.b.GetVHost(v)
+			limits = cur.Limits
+		}
+		limit, ok := limits[queues.LimitMaxQueues]
+		if !ok || limit < 0 {
+			continue
+		}
+		if have := c.b.QueueCount(v); int64(have+add) > limit {
+			c.r.add("Adding %d queue(s) to virtual host \"%s\" would exceed the limit of %d queue(s).\n\nThis virtual host currently has %d queue(s) defined.\n\nImport aborted!", add, v, limit, have)
+		}
 	}
 }
 

@@ -134,12 +134,16 @@ func (s *Server) registerAccess() {
 }
 
 func userObj(u queues.User) obj {
+	limits := map[string]int64{}
+	if u.Limits != nil {
+		limits = u.Limits
+	}
 	return obj{
 		"name":              u.Name,
 		"password_hash":     u.PasswordHash,
 		"hashing_algorithm": u.HashingAlgorithm,
 		"tags":              u.Tags,
-		"limits":            obj{},
+		"limits":            limits,
 	}
 }
 

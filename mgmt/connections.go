@@ -246,7 +246,7 @@ func (s *Server) connObjs(cis []queues.ConnInfo) []obj {
 }
 
 // connObj is a connection as RabbitMQ's /api/connections shows it
-// (without rates, garbage collection and TLS details).
+// (without rates and garbage collection).
 func (s *Server) connObj(ci queues.ConnInfo) obj {
 	o := obj{
 		"name":                      ci.Name,
@@ -281,6 +281,12 @@ func (s *Server) connObj(ci queues.ConnInfo) obj {
 		"ssl_key_exchange":          nil,
 		"ssl_cipher":                nil,
 		"ssl_hash":                  nil,
+	}
+	if t := ci.TLS; t != nil {
+		o["ssl_protocol"], o["ssl_key_exchange"], o["ssl_cipher"], o["ssl_hash"] = t.Protocol, t.KeyExchange, t.Cipher, t.Hash
+		if t.PeerCertSubject != "" {
+			o["peer_cert_subject"], o["peer_cert_issuer"], o["peer_cert_validity"] = t.PeerCertSubject, t.PeerCertIssuer, t.PeerCertValidity
+		}
 	}
 	if ci.UserProvidedName != "" {
 		o["user_provided_name"] = ci.UserProvidedName
@@ -459,6 +465,37 @@ func (s *Server) streamConsumerObjs(cis []queues.ConnInfo) []obj {
 
 // connectionCounts counts the connections and channels the user may see,
 // for the overview's object_totals.
+// streamConsumerCount counts the consumers of streams in vhosts, of
+// every connection: stream protocol subscriptions and AMQP consumers
+// of stream queues. (A classic or quorum queue counts its own.) As in
+// RabbitMQ, whose object_totals.consumers counts every consumer.
+func (s *Server) streamConsumerCount(vhosts []string) int {
+	in := make(map[string]bool, len(vhosts))
+	for _, v := range vhosts {
+		in[v] = true
+	}
+	n := 0
+	for _, c := range s.b.Conns() {
+		ci := c.Info()
+		for _, sc := range ci.StreamConsumers {
+			if in[sc.Queue.VHost] {
+				n++
+			}
+		}
+		for _, ch := range ci.AMQPChannels {
+			for _, cs := range ch.Consumers {
+				if !in[cs.Queue.VHost] {
+					continue
+				}
+				if _, ok := s.b.LookupStream(cs.Queue.VHost, cs.Queue.Name); ok {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
 func (s *Server) connectionCounts(q *request) (connections, channels int) {
 	for _, ci := range s.visibleConns(q, "", "") {
 		connections++

@@ -355,6 +355,10 @@ func TestStreamConnectionsPublishersConsumers(t *testing.T) {
 	if len(amqpCons) != 1 || amqpCons[0]["consumer_tag"] != "stream.subid-0" {
 		t.Fatalf("/api/consumers %v", amqpCons)
 	}
+	// The overview counts the subscription among the consumers.
+	if ot := tb.guest("GET", "/api/overview", nil).obj(t)["object_totals"].(map[string]any); num(t, ot["consumers"]) != 1 {
+		t.Fatalf("object_totals %v", ot)
+	}
 
 	// An AMQP connection is not a stream connection.
 	dialNamed(t, tb, "guest", "guest", "amqp-conn")

@@ -19,4 +19,8 @@
 // their last publishing id and duplicates (/api/stream/producers),
 // single-active-consumer groups (/api/stream/consumer-groups), and a
 // stream's offsets, segments and size under "stream" in its queue object.
+//
+// The same listener serves the web console (package mgmt/console) at "/":
+// every path outside /api/ is one of its files, so an unknown /api/ path
+// is still the API's JSON 404.
 package mgmt

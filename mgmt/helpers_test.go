@@ -55,7 +55,7 @@ func startBroker(t testing.TB) *testBroker {
 	super := superstream.NewManager(b)
 	aln, sln, hln := listen(), listen(), listen()
 	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger})
-	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super})
+	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super, SilentCloseDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +40,9 @@ func (s *Server) registerOverview() {
 	s.handle("GET", "/api/extensions", accessManagement, func(q *request) error { return q.reply([]obj{}) })
 
 	ok := func(q *request) error { return q.reply(obj{"status": "ok"}) }
-	// Warren has no resource alarms yet: the checks pass.
-	s.handle("GET", "/api/health/checks/alarms", accessManagement, ok)
-	s.handle("GET", "/api/health/checks/local-alarms", accessManagement, ok)
+	// One node: the cluster's alarms are the node's.
+	s.handle("GET", "/api/health/checks/alarms", accessManagement, s.alarmsCheck("There are alarms in effect in the cluster"))
+	s.handle("GET", "/api/health/checks/local-alarms", accessManagement, s.alarmsCheck("There are alarms in effect on the node"))
 	s.handle("GET", "/api/health/checks/node-is-quorum-critical", accessManagement, ok)
 	s.handle("GET", "/api/health/checks/node-is-mirror-sync-critical", accessManagement, ok)
 	s.handle("GET", "/api/health/checks/virtual-hosts", accessManagement, ok)
@@ -76,8 +77,21 @@ func (s *Server) overview(q *request) error {
 	if err != nil {
 		return err
 	}
+	now := s.rates.clock()
+	msgRange, err := parseRange(q.r.URL.Query(), "msg_rates", now)
+	if err != nil {
+		return err
+	}
+	lenRange, err := parseRange(q.r.URL.Query(), "lengths", now)
+	if err != nil {
+		return err
+	}
 	t := &totals{}
 	exchanges := 0
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+	}
 	for _, v := range vs {
 		vt := s.rates.vhostTotals(v.Name)
 		t.add(vt.count, vt.rate)
@@ -87,7 +101,19 @@ func (s *Server) overview(q *request) error {
 	}
 	qt := obj{}
 	t.put(qt)
+	if msgRange != nil || lenRange != nil {
+		hs := s.rates.historyOfVHosts(names)
+		if msgRange != nil {
+			ts, rs := rangeSamples(hs, msgRange)
+			putSamples(qt["message_stats"].(obj), ts, rs, msgRateFields)
+		}
+		if lenRange != nil {
+			ts, rs := rangeSamples(hs, lenRange)
+			putSamples(qt, ts, rs, lengthFields)
+		}
+	}
 	connections, channels := s.connectionCounts(q)
+	t.consumers += s.streamConsumerCount(names)
 	return q.reply(obj{
 		"management_version":  managementVersion,
 		"rates_mode":          "basic",
@@ -150,6 +176,7 @@ func (s *Server) nodeObj() obj {
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		fds = len(ents)
 	}
+	alarms := s.b.Alarms().Active()
 	o := obj{
 		"name":            s.cfg.Node,
 		"type":            "disc",
@@ -159,8 +186,8 @@ func (s *Server) nodeObj() obj {
 		"os_pid":          strconv.Itoa(os.Getpid()),
 		"processors":      runtime.NumCPU(),
 		"mem_used":        residentBytes(),
-		"mem_alarm":       false,
-		"disk_free_alarm": false,
+		"mem_alarm":       alarms&alarm.Memory != 0,
+		"disk_free_alarm": alarms&alarm.Disk != 0,
 		"fd_used":         fds,
 		"proc_used":       runtime.NumGoroutine(),
 		"run_queue":       0,
@@ -178,7 +205,32 @@ func (s *Server) nodeObj() obj {
 			o["disk_free"] = st.Bavail * uint64(st.Bsize)
 		}
 	}
+	// The limits once a monitor has set them (the daemon's always does).
+	if r := s.b.Alarms().Readings(); r.MemLimit > 0 || r.DiskLimit > 0 {
+		o["mem_limit"], o["disk_free_limit"] = r.MemLimit, r.DiskLimit
+		if _, ok := o["disk_free"]; !ok {
+			o["disk_free"] = r.DiskFree
+		}
+	}
 	return o
+}
+
+// alarmsCheck answers RabbitMQ's alarm health checks: 200 {"status":
+// "ok"}, or 503 with the alarms in effect, as
+// rabbit_mgmt_wm_health_check_alarms does.
+func (s *Server) alarmsCheck(reason string) func(q *request) error {
+	return func(q *request) error {
+		active := s.b.Alarms().Active()
+		if active == 0 {
+			return q.reply(obj{"status": "ok"})
+		}
+		list := []obj{}
+		active.Each(func(r alarm.Resource) {
+			list = append(list, obj{"resource": r.String(), "node": s.cfg.Node})
+		})
+		writeJSON(q.w, 503, obj{"status": "failed", "reason": reason, "alarms": list})
+		return nil
+	}
 }
 
 // residentBytes is the process's resident memory (RabbitMQ's mem_used is

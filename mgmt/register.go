@@ -5,6 +5,7 @@ package mgmt
 func (s *Server) register() {
 	s.registerOverview()
 	s.registerAccess()
+	s.registerLimits()
 	s.registerQueues()
 	s.registerExchanges()
 	s.registerPolicies()

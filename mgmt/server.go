@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warren-mq/warren/mgmt/console"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/qerr"
 	"github.com/warren-mq/warren/superstream"
@@ -58,6 +59,7 @@ type Server struct {
 	routes []route
 	rates  *sampler
 	start  time.Time
+	ui     *console.Handler // the web console, at "/"
 
 	mu   sync.Mutex
 	http *http.Server
@@ -81,7 +83,7 @@ func New(cfg Config) *Server {
 	if cfg.SuperStreams == nil {
 		cfg.SuperStreams = superstream.NewManager(cfg.Broker)
 	}
-	s := &Server{cfg: cfg, b: cfg.Broker, log: cfg.Logger, start: time.Now()}
+	s := &Server{cfg: cfg, b: cfg.Broker, log: cfg.Logger, start: time.Now(), ui: console.New()}
 	s.rates = newSampler(s, cfg.StatsInterval)
 	s.register()
 	return s
@@ -166,8 +168,13 @@ func errNotAuthorised(reason string) error {
 	return &apiError{http.StatusUnauthorized, "not_authorised", reason}
 }
 
-// ServeHTTP routes, authenticates and answers.
+// ServeHTTP routes, authenticates and answers: paths under /api/ are the
+// API (an unknown one is a JSON 404), the others the web console's files.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != "/api" && !strings.HasPrefix(p, "/api/") {
+		s.ui.ServeHTTP(w, r)
+		return
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("management API handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))

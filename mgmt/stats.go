@@ -13,7 +13,9 @@ import (
 // (RabbitMQ's collect_statistics_interval, 5 s) and keeps the last two
 // readings, so an answer can give rates without the publish and deliver
 // paths doing anything but counting. Counts in answers are read fresh;
-// rates are those of the last interval.
+// rates are those of the last interval. Per virtual host it also keeps a
+// bounded history of the totals (history.go) for the overview's
+// msg_rates_age and lengths_age samples.
 type sampler struct {
 	s     *Server
 	every time.Duration
@@ -21,6 +23,8 @@ type sampler struct {
 
 	mu      sync.Mutex
 	samples map[sampleKey]*sample
+	hist    map[string]*vhostHistory // by vhost
+	ticked  bool                     // a tick has run: objects new since are new, not recovered
 
 	run struct {
 		sync.Mutex
@@ -48,7 +52,7 @@ type sample struct {
 }
 
 func newSampler(s *Server, every time.Duration) *sampler {
-	return &sampler{s: s, every: every, now: time.Now, samples: map[sampleKey]*sample{}, stopc: make(chan struct{}), done: make(chan struct{})}
+	return &sampler{s: s, every: every, now: time.Now, samples: map[sampleKey]*sample{}, hist: map[string]*vhostHistory{}, stopc: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (sm *sampler) start() {
@@ -113,11 +117,14 @@ func (sm *sampler) tick() {
 	now := sm.now()
 	sm.mu.Unlock()
 	seen := map[sampleKey]bool{}
+	seenVHosts := make(map[string]bool, len(vhosts))
 	for _, v := range vhosts {
+		seenVHosts[v.Name] = true
+		var sum reading // gauges summed, counters as increments since the last tick
 		for _, q := range b.Queues(v.Name) {
 			k := sampleKey{v.Name, q.Def().Name, false}
 			seen[k] = true
-			sm.record(k, queueReading(q.Stats(), now))
+			sum.addTotal(sm.record(k, queueReading(q.Stats(), now)))
 		}
 		streams, _ := b.Streams(v.Name)
 		for _, d := range streams {
@@ -127,8 +134,11 @@ func (sm *sampler) tick() {
 			}
 			k := sampleKey{d.VHost, d.Name, true}
 			seen[k] = true
-			sm.record(k, streamReading(st.Stats(), now))
+			sum.addTotal(sm.record(k, streamReading(st.Stats(), now)))
 		}
+		sm.mu.Lock()
+		sm.historyOf(v.Name).push(now, sum)
+		sm.mu.Unlock()
 	}
 	sm.mu.Lock()
 	for k := range sm.samples {
@@ -136,6 +146,12 @@ func (sm *sampler) tick() {
 			delete(sm.samples, k)
 		}
 	}
+	for v := range sm.hist {
+		if !seenVHosts[v] {
+			delete(sm.hist, v)
+		}
+	}
+	sm.ticked = true
 	sm.mu.Unlock()
 }
 
@@ -146,15 +162,44 @@ func (sm *sampler) setClock(now func() time.Time) {
 	sm.mu.Unlock()
 }
 
-func (sm *sampler) record(k sampleKey, r reading) {
+// clock returns the sampler's time now.
+func (sm *sampler) clock() time.Time {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
+	return sm.now()
+}
+
+// record keeps r as k's latest reading and returns it with its counters
+// replaced by their increments since k's previous reading: the totals'
+// history adds these up, so a deleted queue does not take its counts
+// out of the totals (as RabbitMQ's vhost message stats). A queue first
+// seen after the first tick counts from zero; one present at the first
+// tick (recovered at start) counts from there.
+func (sm *sampler) record(k sampleKey, r reading) reading {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	inc := r
 	s := sm.samples[k]
 	if s == nil {
 		sm.samples[k] = &sample{cur: r}
-		return
+		if !sm.ticked {
+			inc.setCounters(reading{})
+		}
+		return inc
 	}
+	p := s.cur
+	d := func(prev, cur float64) float64 {
+		if cur < prev { // the counters restarted (a queue of that name recreated)
+			return cur
+		}
+		return cur - prev
+	}
+	inc.setCounters(reading{
+		publish: d(p.publish, r.publish), deliver: d(p.deliver, r.deliver), get: d(p.get, r.get),
+		redeliver: d(p.redeliver, r.redeliver), ack: d(p.ack, r.ack), deliver_: d(p.deliver_, r.deliver_),
+	})
 	s.prev, s.cur, s.full = s.cur, r, true
+	return inc
 }
 
 // rates returns the per-second rates of k over the last interval (zeros

@@ -33,7 +33,7 @@ type User struct {
 	HashingAlgorithm string   `json:"hashing_algorithm,omitempty"`
 	Tags             []string `json:"tags,omitempty"`
 	// Limits are RabbitMQ's user limits (max-connections, max-channels),
-	// stored and listed but not enforced yet. nil in PutUser keeps the
+	// enforced as RabbitMQ does (limits.go). nil in PutUser keeps the
 	// user's current limits; an empty map clears them.
 	Limits map[string]int64 `json:"limits,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/alarm"
 	"github.com/warren-mq/warren/queues/classic"
 )
 
@@ -83,6 +84,7 @@ type Broker struct {
 	churn        Churn                      // connection, channel and queue churn (metrics.go)
 	streamErrs   StreamErrors               // stream protocol error responses (metrics.go)
 	deadLettered classic.DeadLetterCounters // dead-lettered messages (metrics.go)
+	alarms       alarm.Set                  // resource alarms in effect (Alarms)
 
 	mu struct {
 		sync.Mutex
@@ -93,6 +95,11 @@ type Broker struct {
 }
 
 type streamName struct{ vhost, name string }
+
+// Alarms returns the broker's resource alarms: the front ends block
+// publishers while one is in effect, the API and the metrics show them.
+// A monitor (alarm.Start) sets them; without one none is ever raised.
+func (b *Broker) Alarms() *alarm.Set { return &b.alarms }
 
 // Open opens (creating if need be) the broker state in dataDir: the catalog
 // in dataDir/catalog and streams under dataDir/streams. A new data
@@ -349,6 +356,19 @@ func (b *Broker) ClearPermissions(user, vhost string) error {
 // Authenticate checks a user's password; users in LoopbackUsers are
 // refused unless remote is a loopback address.
 func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, error) {
+	return b.authenticate(user, &password, remote)
+}
+
+// AuthenticateExternal accepts user without a password, for SASL
+// EXTERNAL: the caller has verified a client certificate that names it.
+// As with Authenticate, an unknown user is ErrAuthFailed and
+// LoopbackUsers apply.
+func (b *Broker) AuthenticateExternal(user string, remote net.Addr) (*User, error) {
+	return b.authenticate(user, nil, remote)
+}
+
+// authenticate checks user's password unless password is nil.
+func (b *Broker) authenticate(user string, password *string, remote net.Addr) (*User, error) {
 	var u User
 	if err := b.cat.get(userKey(user), &u); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -356,7 +376,7 @@ func (b *Broker) Authenticate(user, password string, remote net.Addr) (*User, er
 		}
 		return nil, err
 	}
-	if !checkHash(u.PasswordHash, u.HashingAlgorithm, password) {
+	if password != nil && !checkHash(u.PasswordHash, u.HashingAlgorithm, *password) {
 		return nil, ErrAuthFailed
 	}
 	if b.loopback[user] && !isLoopback(remote) {

@@ -28,7 +28,7 @@ type VHost struct {
 	Tags             []string `json:"tags,omitempty"`
 	DefaultQueueType string   `json:"default_queue_type,omitempty"`
 	// Limits are RabbitMQ's vhost limits (max-connections, max-queues),
-	// stored and listed but not enforced yet. nil in PutVHost keeps the
+	// enforced as RabbitMQ does (limits.go). nil in PutVHost keeps the
 	// vhost's current limits; an empty map clears them.
 	Limits map[string]int64 `json:"limits,omitempty"`
 }

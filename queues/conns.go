@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"sync"
+
+	"github.com/warren-mq/warren/internal/tlsconf"
 )
 
 // The broker's registry of client connections, for the management API:
@@ -21,8 +23,8 @@ const (
 // Connection and channel states, as RabbitMQ reports them.
 const (
 	StateRunning  = "running"
-	StateBlocked  = "blocked"  // reserved: Warren does not block publishers yet
-	StateBlocking = "blocking" // reserved, likewise
+	StateBlocked  = "blocked"  // a publisher no longer read: a resource alarm is on
+	StateBlocking = "blocking" // an AMQP connection during an alarm, until it publishes
 	StateClosing  = "closing"  // a channel that sent channel.close and awaits close-ok
 )
 
@@ -66,9 +68,12 @@ type ConnInfo struct {
 	FrameMax         uint32 `json:"frame_max"`   // negotiated, bytes
 	ChannelMax       uint16 `json:"channel_max"` // negotiated; 0 for the stream protocol
 	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
-	State            string `json:"state"`       // StateRunning
+	State            string `json:"state"`       // StateRunning, StateBlocking, StateBlocked
 	SSL              bool   `json:"ssl"`
-	Channels         int    `json:"channels"` // open AMQP channels; 0 for the stream protocol
+	// TLS is the TLS session of an SSL connection (nil otherwise): the
+	// API's ssl_* and peer_cert_* fields.
+	TLS      *TLSInfo `json:"-"`
+	Channels int      `json:"channels"` // open AMQP channels; 0 for the stream protocol
 
 	// Socket counters since the connection was accepted: bytes, and reads
 	// and writes that moved bytes (RabbitMQ's recv_cnt and send_cnt count
@@ -83,6 +88,10 @@ type ConnInfo struct {
 	StreamPublishers []StreamPublisherInfo `json:"-"` // stream protocol, by publisher id
 	StreamConsumers  []StreamConsumerInfo  `json:"-"` // stream protocol, by subscription id
 }
+
+// TLSInfo is what RabbitMQ's /api/connections shows of a TLS session
+// (ssl_protocol, ssl_cipher, peer_cert_subject, ...).
+type TLSInfo = tlsconf.Info
 
 // ChannelInfo is an AMQP 0-9-1 channel as RabbitMQ's /api/channels shows
 // it. Consumers is /api/channels/{name}'s consumer_details, without each
@@ -203,28 +212,53 @@ type connRegistry struct {
 		sync.Mutex
 		conns   map[*connEntry]struct{}
 		retired retiredCounters // counters of removed entries (metrics.go)
+		// perVHost and perUser count the entries by vhost and user, for
+		// max-connections; userChannels counts each user's channels, for
+		// max-channels (limits.go).
+		perVHost, perUser map[string]int
+		userChannels      map[string]int
 	}
 }
 
 // connEntry is one registration: a connection added twice is listed
 // twice, and each remove drops only its own entry.
 type connEntry struct {
-	c     Conn
-	proto Proto
-	ctr   *Counters
+	c           Conn
+	proto       Proto
+	ctr         *Counters
+	user, vhost string // "" when added by AddConn: not counted for limits
 }
 
 // AddConn lists c among the broker's connections until remove is called
-// (remove is idempotent).
+// (remove is idempotent). It counts against no limit: front ends use
+// OpenConn (limits.go).
 func (b *Broker) AddConn(c Conn) (remove func()) {
 	e := &connEntry{c: c}
 	e.proto, e.ctr = c.Counters()
+	remove, _ = b.addConn(e, nil)
+	return remove
+}
+
+// addConn lists e unless check, called with the registry locked, refuses.
+func (b *Broker) addConn(e *connEntry, check func() error) (remove func(), err error) {
 	r := &b.conns
 	r.mu.Lock()
+	if check != nil {
+		if err := check(); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+	}
 	if r.mu.conns == nil {
 		r.mu.conns = map[*connEntry]struct{}{}
+		r.mu.perVHost = map[string]int{}
+		r.mu.perUser = map[string]int{}
 	}
 	r.mu.conns[e] = struct{}{}
+	if e.user != "" {
+		r.mu.perVHost[e.vhost]++
+		r.mu.perUser[e.user]++
+	}
 	r.mu.Unlock()
 	b.churn.ConnectionsOpened.Add(1)
 	return func() {
@@ -232,6 +266,10 @@ func (b *Broker) AddConn(c Conn) (remove func()) {
 		_, listed := r.mu.conns[e]
 		if listed {
 			delete(r.mu.conns, e)
+			if e.user != "" {
+				decr(r.mu.perVHost, e.vhost)
+				decr(r.mu.perUser, e.user)
+			}
 			if e.ctr != nil {
 				// Counts the connection makes after this are not kept:
 				// it has ended, bar settlements in flight.
@@ -242,6 +280,13 @@ func (b *Broker) AddConn(c Conn) (remove func()) {
 		if listed {
 			b.churn.ConnectionsClosed.Add(1)
 		}
+	}, nil
+}
+
+// decr decrements m[k], dropping it at zero.
+func decr(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 

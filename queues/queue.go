@@ -169,6 +169,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if def, err = newQueueDef(def, quorumDef, serverNamed); err != nil {
 		return nil, 0, 0, err
 	}
+	if err := b.checkQueueLimitLocked(def.VHost, def.Name, 1); err != nil {
+		return nil, 0, 0, err
+	}
 	var owner any
 	if def.Exclusive {
 		owner = o.Owner

@@ -343,6 +343,11 @@ func (b *Broker) createStreamLocked(vhost, name string, args map[string]string) 
 		b.mu.Unlock()
 		return fmt.Errorf("stream %q: %w", name, ErrExists)
 	}
+	b.mu.Unlock()
+	if err := b.checkQueueLimitLocked(vhost, name, 1); err != nil {
+		return err
+	}
+	b.mu.Lock()
 	id, err := b.cat.nextStreamID()
 	if err != nil {
 		b.mu.Unlock()

@@ -1,12 +1,14 @@
 package streamproto
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
 
 	"github.com/warren-mq/warren/bench/leanstream"
+	"github.com/warren-mq/warren/internal/testutil"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -16,13 +18,26 @@ import (
 // first offset with 10 chunks of credit. The lean client keeps the
 // client side light, so the server's per-message cost shows. Reports
 // end-to-end msgs/s.
+//
+// Each size runs over plain TCP and over TLS (TLS 1.3, the server's
+// default), one after the other; run the test binary repeatedly
+// (-test.count 1) to alternate them, as -count N runs each N times in a
+// row.
 func BenchmarkPublishConsume(b *testing.B) {
-	for _, size := range []int{16, 1024} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			addr := benchServer(b)
+	for _, bc := range []struct {
+		size int
+		tls  bool
+	}{{16, false}, {16, true}, {1024, false}, {1024, true}} {
+		size := bc.size
+		name := fmt.Sprintf("%dB/tcp", size)
+		if bc.tls {
+			name = fmt.Sprintf("%dB/tls", size)
+		}
+		b.Run(name, func(b *testing.B) {
+			addr, clientTLS := benchServer(b, bc.tls)
 			var confirmed atomic.Int64
 			signal := make(chan struct{}, 1)
-			pub, err := leanstream.DialConfig(b.Context(), leanstream.Config{Addr: addr,
+			pub, err := leanstream.DialConfig(b.Context(), leanstream.Config{Addr: addr, TLSConfig: clientTLS,
 				OnConfirm: func(_ uint8, ids []uint64) {
 					confirmed.Add(int64(len(ids)))
 					select {
@@ -34,7 +49,7 @@ func BenchmarkPublishConsume(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pub.Close()
-			sub, err := leanstream.Dial(addr, "guest", "guest", "/")
+			sub, err := leanstream.DialConfig(b.Context(), leanstream.Config{Addr: addr, TLSConfig: clientTLS})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,19 +101,29 @@ func BenchmarkPublishConsume(b *testing.B) {
 }
 
 // benchServer starts a broker with a stream listener on a free loopback
-// port for a benchmark and returns its address.
-func benchServer(b *testing.B) string {
+// port for a benchmark and returns its address and, withTLS, the
+// listener serves TLS and the client config trusting it is returned.
+func benchServer(b *testing.B, withTLS bool) (string, *tls.Config) {
 	b.Helper()
 	br, err := queues.Open(b.TempDir(), queues.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		br.Close()
 		b.Fatal(err)
 	}
-	srv, err := NewServer(Config{Broker: br, Advertise: ln.Addr().String()})
+	addr := ln.Addr().String()
+	var clientTLS *tls.Config
+	if withTLS {
+		ca := testutil.NewCA(b, "bench CA")
+		cert := ca.Server(b, "localhost")
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert.TLS}})
+		clientTLS = &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+	}
+	srv, err := NewServer(Config{Broker: br, Advertise: addr, AdvertiseTLS: addr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,5 +134,5 @@ func benchServer(b *testing.B) string {
 		<-done
 		br.Close()
 	})
-	return ln.Addr().String()
+	return addr, clientTLS
 }

@@ -1,8 +1,10 @@
 package streamproto
 
 import (
+	"crypto/tls"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
@@ -14,9 +16,11 @@ type testBroker struct {
 	broker *queues.Broker
 	srv    *Server
 	addr   string // host:port of the stream listener
-	host   string
-	port   int
-	done   chan error
+	// tlsAddr is the TLS listener's host:port, with brokerOpts.tls.
+	tlsAddr string
+	host    string
+	port    int
+	done    chan error
 }
 
 type brokerOpts struct {
@@ -24,6 +28,13 @@ type brokerOpts struct {
 	heartbeat uint32
 	frameMax  uint32
 	stream    osiris.Options
+	// tls, if set, adds a TLS listener, advertised to TLS clients.
+	tls           *tls.Config
+	certLoginFrom string
+	// silentClose and handshake are the server's SilentCloseDelay
+	// (0: none in tests) and HandshakeTimeout.
+	silentClose time.Duration
+	handshake   time.Duration
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -44,11 +55,27 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 	tb := &testBroker{dir: o.dir, broker: b, addr: ln.Addr().String(), done: make(chan error, 1)}
 	tb.host = "127.0.0.1"
 	tb.port = ln.Addr().(*net.TCPAddr).Port
-	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax})
+	var tln net.Listener
+	if o.tls != nil {
+		if tln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			b.Close()
+			t.Fatal(err)
+		}
+		tb.tlsAddr = tln.Addr().String()
+	}
+	silent := o.silentClose
+	if silent == 0 {
+		silent = -1 // refusals answer at once in tests
+	}
+	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax,
+		AdvertiseTLS: tb.tlsAddr, CertLoginFrom: o.certLoginFrom, SilentCloseDelay: silent, HandshakeTimeout: o.handshake})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { tb.done <- tb.srv.Serve(ln) }()
+	if tln != nil {
+		go tb.srv.Serve(tls.NewListener(tln, o.tls))
+	}
 	t.Cleanup(tb.stop)
 	return tb
 }

@@ -3,6 +3,7 @@ package streamproto
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,8 +56,9 @@ type conn struct {
 	tunedFrameMax uint32 // limit once open, from Tune
 	user          string
 	mechanism     string
-	peerProps     map[string]string // the client's PeerProperties
-	removeFn      func()            // drops the connection from the broker's list
+	peerProps     map[string]string    // the client's PeerProperties
+	tls           *tls.ConnectionState // set at the first frame on a TLS connection
+	removeFn      func()               // drops the connection from the broker's list
 	deliverV2     bool
 	closing       bool // we sent Close and wait for its response
 	closed        bool // a Close was exchanged: linger before closing the socket
@@ -65,6 +67,7 @@ type conn struct {
 	pending *pubFrame
 
 	heartbeat atomic.Int64 // negotiated heartbeat, ns; read by the writer
+	blocked   atomic.Bool  // the reader is held by a resource alarm (alarm.go)
 
 	// mu guards publishers and subscriptions: the reader goroutine changes
 	// them, and stream deletion (another goroutine) removes entries.
@@ -98,7 +101,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		forced:      make(chan struct{}),
-		frameMax:    initialFrameMax,
+		frameMax:    s.initFrameMax,
 		writerDone:  make(chan struct{}),
 	}
 	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
@@ -191,13 +194,19 @@ func (c *conn) linger() {
 
 // readLoop reads and dispatches frames until the connection ends.
 func (c *conn) readLoop() error {
+	stepState := connState(-1) // the handshake step the deadline is for
 	for {
 		if !c.waitPublishCredits() {
 			return c.ctx.Err()
 		}
 		switch {
 		case c.state != stateOpen:
-			c.nc.SetReadDeadline(time.Now().Add(c.srv.handshakeWait))
+			// One deadline per step, as RabbitMQ's state timeouts: a
+			// client trickling heartbeats cannot stay unauthenticated.
+			if c.state != stepState {
+				c.nc.SetReadDeadline(time.Now().Add(c.srv.handshakeWait))
+				stepState = c.state
+			}
 		case c.heartbeat.Load() > 0:
 			c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(c.heartbeat.Load()) + time.Second))
 		default:
@@ -224,8 +233,10 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("frame of %d bytes: %w", size, errCloseConn)
 		}
 		if c.frameMax != 0 && size > c.frameMax {
-			if c.state == stateNew {
-				return fmt.Errorf("frame of %d bytes before authentication: %w", size, errCloseConn)
+			if c.state != stateOpen {
+				// rabbit_stream_reader's pre-auth handling (until Open):
+				// the connection fails without a Close.
+				return fmt.Errorf("frame of %d bytes before the connection is open: %w", size, errCloseConn)
 			}
 			c.closeWith(wire.CodeFrameTooLarge, "frame too large")
 			return errCloseConn
@@ -234,6 +245,12 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		key := wire.Key(binary.BigEndian.Uint16(hdr[4:]))
+		if key == wire.KeyPublish && c.state == stateOpen && !c.blockWhileAlarmed() {
+			if c.isForced() {
+				return errForced
+			}
+			return c.ctx.Err()
+		}
 		var body []byte
 		if key == wire.KeyPublish {
 			// Owned by the batch until it is confirmed.
@@ -327,10 +344,13 @@ func (c *conn) dispatch(body []byte) error {
 		corr := r.u32()
 		r.u16()
 		r.string()
-		if r.err == nil {
-			c.respond(wire.KeyClose, corr, wire.CodeOK)
-			c.closed = true
+		if r.err != nil {
+			// Malformed: RabbitMQ's parser makes it an unknown frame.
+			c.closeWith(wire.CodeUnknownFrame, "malformed frame")
+			return errCloseConn
 		}
+		c.respond(wire.KeyClose, corr, wire.CodeOK)
+		c.closed = true
 		return errCloseConn
 	case wire.KeyClose | wire.ResponseBit:
 		c.closed = true

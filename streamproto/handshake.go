@@ -2,12 +2,15 @@ package streamproto
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
 )
@@ -17,6 +20,11 @@ import (
 // Heartbeat. Anything else, or a malformed frame, drops the connection.
 func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 	var err error
+	if tc, ok := c.nc.(*tls.Conn); ok && c.tls == nil {
+		// A frame was read: the TLS handshake is complete.
+		cs := tc.ConnectionState()
+		c.tls = &cs
+	}
 	switch key {
 	case wire.KeyPeerProperties:
 		c.handlePeerProperties(r)
@@ -25,9 +33,14 @@ func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 		if r.err == nil {
 			c.out.frame(func(b []byte) []byte {
 				b, start := wire.BeginResponse(b, wire.KeySaslHandshake, corr, wire.CodeOK)
-				b = wire.AppendU32(b, 2)
-				b = wire.AppendString(b, "PLAIN")
-				b = wire.AppendString(b, "AMQPLAIN")
+				mechs := []string{"PLAIN", "AMQPLAIN"}
+				if c.tls != nil {
+					mechs = append(mechs, "EXTERNAL") // as rabbitmq_auth_mechanism_ssl: on every TLS connection
+				}
+				b = wire.AppendU32(b, uint32(len(mechs)))
+				for _, m := range mechs {
+					b = wire.AppendString(b, m)
+				}
 				return wire.EndFrame(b, start)
 			})
 		}
@@ -94,11 +107,19 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 	}
 	var user, pass string
 	var ok bool
-	switch mech {
-	case "PLAIN":
+	var err error
+	switch {
+	case mech == "PLAIN":
 		user, pass, ok = parsePlain(data)
-	case "AMQPLAIN":
+	case mech == "AMQPLAIN":
 		user, pass, ok = parseAMQPlain(data)
+	case mech == "EXTERNAL" && c.tls != nil:
+		// The data is ignored: the name comes from the verified client
+		// certificate, as in rabbitmq_auth_mechanism_ssl.
+		if user, err = tlsconf.PeerName(*c.tls, c.srv.certLoginFrom); err == nil {
+			_, err = c.srv.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		}
+		ok = true
 	default:
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLMechanismNotSupported)
 		return errCloseConn
@@ -107,12 +128,16 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
-	if _, err := c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+	if mech != "EXTERNAL" {
+		_, err = c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr())
+	}
+	if err != nil {
 		code := wire.CodeAuthenticationFailure
 		if errors.Is(err, queues.ErrLoopbackOnly) {
 			code = wire.CodeAuthenticationLoopback
 		}
 		c.log.Info("stream authentication failed", "user", user, "err", err)
+		c.silentClose()
 		c.respond(wire.KeySaslAuthenticate, corr, code)
 		return errCloseConn
 	}
@@ -126,6 +151,18 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		return wire.EndFrame(b, start)
 	})
 	return nil
+}
+
+// silentClose holds a refused connection for the server's
+// SilentCloseDelay, reading and dropping what the client sends, before
+// the refusal is sent: RabbitMQ's silent_close state, so that password
+// guessing or a client retrying in a loop goes no faster than that.
+func (c *conn) silentClose() {
+	if c.srv.silentClose <= 0 {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.silentClose))
+	io.Copy(io.Discard, c.nc)
 }
 
 // parsePlain splits SASL PLAIN data: [authzid] NUL user NUL password.
@@ -197,6 +234,7 @@ func (c *conn) handleOpen(r *reader) error {
 	}
 	if err := c.srv.broker.CheckVHostAccess(c.user, vhost); err != nil {
 		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
+		c.silentClose()
 		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
 		return errCloseConn
 	}
@@ -209,9 +247,19 @@ func (c *conn) handleOpen(r *reader) error {
 		c.frameMax = c.srv.frameMax
 	}
 	// Listed before the response: a client that is open finds itself in
-	// the list (and the management API).
-	c.removeFn = c.srv.broker.AddConn(c)
-	props := map[string]string{"advertised_host": c.srv.advertiseHost, "advertised_port": c.srv.advertisePort}
+	// the list (and the management API). Listing counts against the
+	// vhost's and the user's max-connections; over one, RabbitMQ answers
+	// VIRTUAL_HOST_ACCESS_FAILURE after its silent-close delay.
+	remove, err := c.srv.broker.OpenConn(c, c.user, vhost)
+	if err != nil {
+		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)
+		c.silentClose()
+		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
+		return errCloseConn
+	}
+	c.removeFn = remove
+	host, port := c.advertised()
+	props := map[string]string{"advertised_host": host, "advertised_port": port}
 	keys := slices.Sorted(maps.Keys(props))
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginResponse(b, wire.KeyOpen, corr, wire.CodeOK)
@@ -219,4 +267,14 @@ func (c *conn) handleOpen(r *reader) error {
 		return wire.EndFrame(b, start)
 	})
 	return nil
+}
+
+// advertised is the host and port this connection's clients are told to
+// connect to: the TLS ones on a TLS connection, as RabbitMQ's stream
+// plugin does.
+func (c *conn) advertised() (host, port string) {
+	if c.tls != nil {
+		return c.srv.advertiseTLSHost, c.srv.advertiseTLSPort
+	}
+	return c.srv.advertiseHost, c.srv.advertisePort
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -45,11 +46,15 @@ func (c *conn) Info() queues.ConnInfo {
 		UserProvidedName: c.peerProps["connection_name"],
 		FrameMax:         c.frameMax,
 		Heartbeat:        uint32(time.Duration(c.heartbeat.Load()) / time.Second),
-		State:            queues.StateRunning,
+		State:            c.apiState(),
 		RecvOct:          c.stats.RecvOct.Load(),
 		SendOct:          c.stats.SendOct.Load(),
 		RecvCnt:          c.stats.RecvCnt.Load(),
 		SendCnt:          c.stats.SendCnt.Load(),
+	}
+	if c.tls != nil {
+		in := tlsconf.ConnInfo(*c.tls)
+		ci.SSL, ci.TLS = true, &in
 	}
 	c.mu.Lock()
 	ci.VHost = c.mu.vhost

@@ -2,7 +2,8 @@ package streamproto
 
 // Protocol limits and defaults.
 const (
-	// initialFrameMax caps frames until the connection is open.
+	// initialFrameMax caps frames until the connection is open, unless
+	// Config.InitialFrameMax says otherwise.
 	initialFrameMax = 8192
 	// DefaultFrameMax and DefaultHeartbeat are offered in Tune.
 	DefaultFrameMax  = 1048576

@@ -74,13 +74,14 @@ func (c *conn) handleMetadata(r *reader) {
 			}
 		}
 	}
-	port, _ := strconv.ParseUint(c.srv.advertisePort, 10, 16)
+	host, portText := c.advertised()
+	port, _ := strconv.ParseUint(portText, 10, 16)
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginFrame(b, wire.KeyMetadata|wire.ResponseBit, 1)
 		b = wire.AppendU32(b, corr)
 		b = wire.AppendU32(b, 1) // brokers
 		b = wire.AppendU16(b, 0)
-		b = wire.AppendString(b, c.srv.advertiseHost)
+		b = wire.AppendString(b, host)
 		b = wire.AppendU32(b, uint32(port))
 		b = wire.AppendU32(b, uint32(len(streams)))
 		for i, name := range streams {

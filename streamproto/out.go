@@ -1,6 +1,7 @@
 package streamproto
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -167,6 +168,7 @@ type outWriter struct {
 	stats   *netserve.Counters // nil: not counted
 	vec     net.Buffers
 	scratch []byte // staged chunk data; kept between batches only when small
+	joined  []byte // vec in one buffer, for TLS connections
 }
 
 // writeOut writes buf with the file spans spliced in at their positions.
@@ -216,9 +218,24 @@ func (w *outWriter) writeOut(buf []byte, spans []fileSpan) error {
 func (w *outWriter) flush() error {
 	var err error
 	if len(w.vec) > 0 {
-		v := w.vec // WriteTo consumes v; w.vec keeps its backing array
 		var n int64
-		n, err = v.WriteTo(w.nc)
+		if _, ok := w.nc.(*tls.Conn); ok && len(w.vec) > 1 {
+			// Without writev each buffer would be a TLS record and a
+			// write of its own: join them.
+			for _, b := range w.vec {
+				w.joined = append(w.joined, b...)
+			}
+			var m int
+			m, err = w.nc.Write(w.joined)
+			n = int64(m)
+			w.joined = w.joined[:0]
+			if cap(w.joined) > scratchMax {
+				w.joined = nil
+			}
+		} else {
+			v := w.vec // WriteTo consumes v; w.vec keeps its backing array
+			n, err = v.WriteTo(w.nc)
+		}
 		w.stats.Sent(n)
 	}
 	clear(w.vec)

@@ -36,6 +36,11 @@ func (c *conn) handleDeclarePublisher(r *reader) {
 }
 
 func (c *conn) declarePublisher(id uint8, ref, stream string) wire.Code {
+	if c.srv.broker.Alarms().Active() != 0 {
+		// As RabbitMQ during a (disk) alarm (alarm.go).
+		c.log.Info("cannot create publisher: the connection is blocked by a resource alarm", "publisher", id, "stream", stream)
+		return wire.CodePreconditionFailed
+	}
 	if len(ref) > osiris.MaxReferenceLen {
 		return wire.CodePreconditionFailed
 	}

@@ -20,9 +20,16 @@ type Server struct {
 	log           *slog.Logger
 	advertiseHost string
 	advertisePort string
-	frameMax      uint32
-	heartbeat     uint32
-	handshakeWait time.Duration
+	// What TLS clients are told instead (stream.advertised_tls_host and
+	// _port); empty: as the others.
+	advertiseTLSHost string
+	advertiseTLSPort string
+	certLoginFrom    string
+	frameMax         uint32
+	heartbeat        uint32
+	handshakeWait    time.Duration
+	initFrameMax     uint32
+	silentClose      time.Duration
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -37,13 +44,33 @@ type Config struct {
 	// Advertise is the host:port that Open and Metadata tell clients to
 	// connect to.
 	Advertise string
+	// AdvertiseTLS is the host:port that Open and Metadata tell clients
+	// connected over TLS, as RabbitMQ's stream.advertised_tls_host and
+	// _port; empty: Advertise.
+	AdvertiseTLS string
+	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
+	// verified client certificate: tlsconf.LoginFromDN (the default, as
+	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
+	// offered on TLS connections only.
+	CertLoginFrom string
 	// FrameMax and Heartbeat (seconds) are offered in Tune; zero means
 	// DefaultFrameMax and DefaultHeartbeat.
 	FrameMax  uint32
 	Heartbeat uint32
-	// HandshakeTimeout bounds each step before the connection is open;
-	// zero means 30 seconds.
+	// HandshakeTimeout bounds each step before the connection is open
+	// (authentication, then tuning and open); zero means 10 seconds, as
+	// RabbitMQ's connection_negotiation_step_timeout. Frames within a
+	// step do not extend it.
 	HandshakeTimeout time.Duration
+	// InitialFrameMax bounds frames until Open, as RabbitMQ's
+	// stream.initial_frame_max; zero means 8192, its default.
+	InitialFrameMax uint32
+	// SilentCloseDelay is how long a refused authentication or Open is
+	// held before its response is sent and the connection closed, the
+	// client's frames ignored meanwhile, as RabbitMQ's stream reader's
+	// silent_close; zero means 3 s (?SILENT_CLOSE_DELAY), a negative
+	// value none (tests).
+	SilentCloseDelay time.Duration
 	// SuperStreams is the broker's super stream manager, shared with the
 	// management API (nil: the server makes its own).
 	SuperStreams *superstream.Manager
@@ -58,15 +85,29 @@ func NewServer(cfg Config) (*Server, error) {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return nil, fmt.Errorf("streamproto: advertise port %q: %w", port, err)
 	}
+	tlsHost, tlsPort := host, port
+	if cfg.AdvertiseTLS != "" {
+		if tlsHost, tlsPort, err = net.SplitHostPort(cfg.AdvertiseTLS); err != nil {
+			return nil, fmt.Errorf("streamproto: TLS advertise %q: %w", cfg.AdvertiseTLS, err)
+		}
+		if _, err := strconv.ParseUint(tlsPort, 10, 16); err != nil {
+			return nil, fmt.Errorf("streamproto: TLS advertise port %q: %w", tlsPort, err)
+		}
+	}
 	s := &Server{
-		broker:        cfg.Broker,
-		super:         cfg.SuperStreams,
-		log:           cfg.Logger,
-		advertiseHost: host,
-		advertisePort: port,
-		frameMax:      cfg.FrameMax,
-		heartbeat:     cfg.Heartbeat,
-		handshakeWait: cfg.HandshakeTimeout,
+		advertiseTLSHost: tlsHost,
+		advertiseTLSPort: tlsPort,
+		certLoginFrom:    cfg.CertLoginFrom,
+		broker:           cfg.Broker,
+		super:            cfg.SuperStreams,
+		log:              cfg.Logger,
+		advertiseHost:    host,
+		advertisePort:    port,
+		frameMax:         cfg.FrameMax,
+		heartbeat:        cfg.Heartbeat,
+		handshakeWait:    cfg.HandshakeTimeout,
+		silentClose:      cfg.SilentCloseDelay,
+		initFrameMax:     cfg.InitialFrameMax,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -81,7 +122,13 @@ func NewServer(cfg Config) (*Server, error) {
 		s.heartbeat = DefaultHeartbeat
 	}
 	if s.handshakeWait == 0 {
-		s.handshakeWait = 30 * time.Second
+		s.handshakeWait = 10 * time.Second
+	}
+	if s.initFrameMax == 0 {
+		s.initFrameMax = initialFrameMax
+	}
+	if s.silentClose == 0 {
+		s.silentClose = 3 * time.Second
 	}
 	s.conns = netserve.New("stream-conn")
 	return s, nil

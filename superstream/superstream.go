@@ -77,6 +77,11 @@ func (m *Manager) Create(user, vhost, name string, partitions, bindingKeys []str
 			return fmt.Errorf("super stream %q: there is already a queue named %s: %w", name, p, queues.ErrExists)
 		}
 	}
+	// All partitions or none, as rabbit_stream_manager checks
+	// would_exceed_queue_limit before it creates any.
+	if err := m.b.CheckQueueLimit(vhost, partitions[0], len(partitions)); err != nil {
+		return fmt.Errorf("super stream %q: %w", name, err)
+	}
 	err := m.b.DeclareExchange(queues.ExchangeDef{
 		VHost: vhost, Name: name, Type: queues.ExchangeDirect, Durable: true,
 		Args: map[string]any{ArgSuperStream: true},

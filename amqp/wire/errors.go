@@ -56,6 +56,12 @@ func (e *UnknownMethodError) Unwrap() error { return ErrUnknownMethod }
 type FramingError struct {
 	Code uint16 // reply code, FrameError
 	Text string // explanation, e.g. "frame payload of 9000 bytes exceeds the limit of 8192"
+	// Type, Payload (its first 17 bytes at most; none when it was not
+	// read) and Term, RabbitMQ's reason as Erlang prints it
+	// ("{frame_too_large,9000,8184}"), make rabbit_reader's text.
+	Type    uint8
+	Payload []byte
+	Term    string
 }
 
 // Error gives the code, its name and the text.

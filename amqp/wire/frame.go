@@ -125,13 +125,11 @@ func (fr *FrameReader) ReadFrame(max uint32) (Frame, error) {
 	typ := hdr[0]
 	channel := binary.BigEndian.Uint16(hdr[1:])
 	size := binary.BigEndian.Uint32(hdr[3:])
-	switch typ {
-	case FrameMethod, FrameHeader, FrameBody, FrameHeartbeat:
-	default:
-		return Frame{}, fr.fail(&FramingError{Code: FrameError, Text: fmt.Sprintf("unknown frame type %d", typ)})
-	}
+	// RabbitMQ's order: the size (before the payload is read), the
+	// frame-end octet, then the type.
 	if size > max {
-		return Frame{}, fr.fail(&FramingError{Code: FrameError, Text: fmt.Sprintf("frame payload of %d bytes exceeds the limit of %d", size, max)})
+		return Frame{}, fr.fail(&FramingError{Code: FrameError, Type: typ, Text: fmt.Sprintf("frame payload of %d bytes exceeds the limit of %d", size, max),
+			Term: fmt.Sprintf("{frame_too_large,%d,%d}", size, int64(max)-FrameOverhead)})
 	}
 	if uint64(size) > math.MaxInt-FrameOverhead { // 32-bit platforms
 		return Frame{}, fr.fail(&FramingError{Code: FrameError, Text: fmt.Sprintf("frame payload of %d bytes is too large for this platform", size)})
@@ -156,10 +154,22 @@ func (fr *FrameReader) ReadFrame(max uint32) (Frame, error) {
 		}
 	}
 	if end := raw[size]; end != FrameEnd {
-		return Frame{}, fr.fail(&FramingError{Code: FrameError, Text: fmt.Sprintf("bad frame end octet 0x%02x (type %d, channel %d, size %d)", end, typ, channel, size)})
+		return Frame{}, fr.fail(&FramingError{Code: FrameError, Type: typ, Payload: snippet(raw[:size]), Text: fmt.Sprintf("bad frame end octet 0x%02x (type %d, channel %d, size %d)", end, typ, channel, size),
+			Term: fmt.Sprintf("{invalid_frame_end_marker,%d}", end)})
 	}
 	payload := raw[:size:size]
+	switch typ {
+	case FrameMethod, FrameHeader, FrameBody, FrameHeartbeat:
+	default:
+		return Frame{}, fr.fail(&FramingError{Code: FrameError, Type: typ, Payload: snippet(payload), Text: fmt.Sprintf("unknown frame type %d", typ), Term: "unknown_frame"})
+	}
 	return Frame{Type: typ, Channel: channel, Payload: payload}, nil
+}
+
+// snippet copies the first 17 bytes of a payload at most, enough for
+// RabbitMQ's "first 16 octets" in a frame error's text.
+func snippet(p []byte) []byte {
+	return append([]byte(nil), p[:min(len(p), 17)]...)
 }
 
 // readLarge reads n bytes into fr.big, growing it as the bytes arrive.

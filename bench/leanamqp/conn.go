@@ -11,6 +11,7 @@
 package leanamqp
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -151,6 +152,17 @@ func DialConfig(rawURL string, cfg Config) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	if u.TLS {
+		host, _, _ := net.SplitHostPort(u.Addr)
+		tc := tls.Client(nc, &tls.Config{ServerName: host})
+		tc.SetDeadline(time.Now().Add(cfg.Timeout))
+		if err := tc.Handshake(); err != nil {
+			_ = nc.Close()
+			return nil, fmt.Errorf("leanamqp: TLS handshake with %s: %w", u.Addr, err)
+		}
+		tc.SetDeadline(time.Time{})
+		nc = tc
+	}
 	c := newConn(nc, cfg)
 	if err := c.handshake(u, cfg); err != nil {
 		_ = nc.Close()
@@ -192,20 +204,23 @@ type URL struct {
 	User     string
 	Password string
 	Vhost    string
+	// TLS is amqps: TLS with the system's roots (SSL_CERT_FILE names a
+	// CA file instead).
+	TLS bool
 }
 
-// ParseURL parses amqp://user:pass@host:port/vhost. The port defaults to
-// 5672, user and password to guest, the vhost to "/". amqps is not
-// supported.
+// ParseURL parses amqp://user:pass@host:port/vhost or amqps://... The
+// port defaults to 5672 (amqps 5671), user and password to guest, the
+// vhost to "/".
 func ParseURL(raw string) (URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return URL{}, fmt.Errorf("leanamqp: parse URL: %w", err)
 	}
-	if u.Scheme != "amqp" {
-		return URL{}, fmt.Errorf("leanamqp: URL scheme %q: only amqp is supported", u.Scheme)
+	if u.Scheme != "amqp" && u.Scheme != "amqps" {
+		return URL{}, fmt.Errorf("leanamqp: URL scheme %q: only amqp and amqps are supported", u.Scheme)
 	}
-	p := URL{User: "guest", Password: "guest", Vhost: "/"}
+	p := URL{User: "guest", Password: "guest", Vhost: "/", TLS: u.Scheme == "amqps"}
 	if u.User != nil {
 		p.User = u.User.Username()
 		if pw, ok := u.User.Password(); ok {
@@ -218,6 +233,9 @@ func ParseURL(raw string) (URL, error) {
 	}
 	if port == "" {
 		port = "5672"
+		if p.TLS {
+			port = "5671"
+		}
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return URL{}, fmt.Errorf("leanamqp: URL port %q: not a port number", port)
 	}

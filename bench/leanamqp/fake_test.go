@@ -322,13 +322,14 @@ func TestParseURL(t *testing.T) {
 		"amqp://a:b@h:1234/":       {Addr: "h:1234", User: "a", Password: "b", Vhost: "/"},
 		"amqp://a:b@h:1234/vh":     {Addr: "h:1234", User: "a", Password: "b", Vhost: "vh"},
 		"amqp://a@[::1]:1/%2Fx%2F": {Addr: "[::1]:1", User: "a", Password: "guest", Vhost: "/x/"},
+		"amqps://h":                {Addr: "h:5671", User: "guest", Password: "guest", Vhost: "/", TLS: true},
 	} {
 		got, err := ParseURL(in)
 		if err != nil || got != want {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"amqps://h/", "http://h/", "amqp://h:x/", "amqp://h:70000/", "::"} {
+	for _, bad := range []string{"http://h/", "amqp://h:x/", "amqp://h:70000/", "::"} {
 		if _, err := ParseURL(bad); err == nil {
 			t.Errorf("ParseURL(%q) accepted", bad)
 		}

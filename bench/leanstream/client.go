@@ -11,6 +11,7 @@ package leanstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,6 +78,10 @@ type Config struct {
 	Timeout time.Duration
 	// CheckCRC verifies each delivered chunk's CRC32.
 	CheckCRC bool
+	// TLS connects over TLS (rabbitmq-stream+tls) with the system's roots
+	// (SSL_CERT_FILE names a CA file instead), or with TLSConfig when set.
+	TLS       bool
+	TLSConfig *tls.Config
 
 	// The callbacks run on the connection's reader goroutine: they must
 	// not block on this connection's responses. Their slices are reused
@@ -175,6 +180,19 @@ func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
 	conn, err := d.DialContext(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("leanstream: dial %s: %w", cfg.Addr, err)
+	}
+	if cfg.TLS || cfg.TLSConfig != nil {
+		tcfg := cfg.TLSConfig
+		if tcfg == nil {
+			host, _, _ := net.SplitHostPort(cfg.Addr)
+			tcfg = &tls.Config{ServerName: host}
+		}
+		tc := tls.Client(conn, tcfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("leanstream: TLS handshake with %s: %w", cfg.Addr, err)
+		}
+		conn = tc
 	}
 	c := &Client{
 		cfg:    cfg,

@@ -102,7 +102,6 @@ func TestLeanAMQPValidate(t *testing.T) {
 		want string
 	}{
 		"unknown client": {func(c *AMQPConfig) { c.Client = "java" }, `client "java"`},
-		"lean with TLS":  {func(c *AMQPConfig) { c.URL = "amqps://h/" }, "no TLS"},
 	} {
 		c := base
 		tc.mod(&c)
@@ -111,11 +110,13 @@ func TestLeanAMQPValidate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrConfig with %q", name, err, tc.want)
 		}
 	}
-	// The go client still takes amqps.
-	c := base
-	c.Client, c.URL = ClientGo, "amqps://h/"
-	if err := c.ensureDefaults().validate(); err != nil {
-		t.Errorf("go client with amqps: %v", err)
+	// Both clients take amqps.
+	for _, client := range []string{ClientGo, ClientLean} {
+		c := base
+		c.Client, c.URL = client, "amqps://h/"
+		if err := c.ensureDefaults().validate(); err != nil {
+			t.Errorf("%s client with amqps: %v", client, err)
+		}
 	}
 }
 

@@ -52,6 +52,7 @@ func BindStreamFlags(fs *flag.FlagSet, c *StreamConfig) {
 	BindCommonFlags(fs, &c.Common)
 	fs.IntVar(&c.ConfirmWindow, "confirm", DefaultStreamConfirmWindow, "unconfirmed messages per producer")
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:5552", "broker host:port (all connections go there)")
+	fs.BoolVar(&c.TLS, "tls", false, "connect over TLS (rabbitmq-stream+tls; SSL_CERT_FILE=ca.pem trusts a private CA)")
 	fs.StringVar(&c.User, "user", "guest", "user")
 	fs.StringVar(&c.Password, "password", "guest", "password")
 	fs.StringVar(&c.Vhost, "vhost", "/", "virtual host")
@@ -91,7 +92,7 @@ func FinishStreamFlags(c *StreamConfig) {
 func BindAMQPFlags(fs *flag.FlagSet, c *AMQPConfig) {
 	BindCommonFlags(fs, &c.Common)
 	fs.IntVar(&c.ConfirmWindow, "confirm", 0, "unconfirmed messages per producer; 0 = no publisher confirms")
-	fs.StringVar(&c.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "broker URL")
+	fs.StringVar(&c.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "broker URL (amqps:// for TLS; SSL_CERT_FILE=ca.pem trusts a private CA)")
 	fs.StringVar(&c.QueueType, "queue-type", QueueClassic, "classic, quorum or stream")
 	fs.IntVar(&c.Queues, "queues", 1, "queues; above 1 they are bound to a fanout exchange (fan-out)")
 	fs.StringVar(&c.Queue, "queue", "", "queue name (prefix with -queues > 1); default a unique name")

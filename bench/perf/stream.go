@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -143,12 +144,16 @@ func RunStream(ctx context.Context, cfg StreamConfig, progress func(Progress), i
 // see bench/README.md).
 func streamEnvOptions(cfg StreamConfig) *stream.EnvironmentOptions {
 	host, port, _ := splitHostPort(cfg.Addr)
-	return stream.NewEnvironmentOptions().
+	opts := stream.NewEnvironmentOptions().
 		SetHost(host).SetPort(port).
 		SetUser(cfg.User).SetPassword(cfg.Password).SetVHost(cfg.Vhost).
 		SetAddressResolver(stream.AddressResolver{Host: host, Port: port}).
 		SetRPCTimeout(cfg.SetupTimeout).
 		SetWriteBuffer(0).SetReadBuffer(0)
+	if cfg.TLS {
+		opts.IsTLS(true).SetTLSConfig(&tls.Config{ServerName: host})
+	}
+	return opts
 }
 
 // declareStream creates the stream or super stream: afresh with Recreate,

@@ -27,7 +27,7 @@ func (c StreamConfig) validateLean() error {
 // leanConfig is the connection config of a lean producer or consumer.
 func leanConfig(cfg StreamConfig, name string) leanstream.Config {
 	return leanstream.Config{Addr: cfg.Addr, User: cfg.User, Password: cfg.Password, Vhost: cfg.Vhost,
-		ConnectionName: name, Timeout: cfg.SetupTimeout, CheckCRC: true}
+		ConnectionName: name, Timeout: cfg.SetupTimeout, CheckCRC: true, TLS: cfg.TLS}
 }
 
 // leanConsumer is one consumer on its own lean connection.

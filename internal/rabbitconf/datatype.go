@@ -2,6 +2,7 @@ package rabbitconf
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -106,4 +107,60 @@ func ParseListener(v string) (string, error) {
 		return "", err
 	}
 	return net.JoinHostPort(ip.String(), strconv.Itoa(port)), nil
+}
+
+// informationUnits are the suffixes of RabbitMQ's information units
+// (rabbit_resource_monitor_misc:parse_information_unit, the memory and
+// disk limits' form): binary for ki, Mi, ... and kiB, MiB, ...; decimal,
+// as Kubernetes reads them, for k, M, G, P and kB, MB, GB, TB, PB.
+// Exactly RabbitMQ's spellings: "500mi" or "2T" are not among them.
+var informationUnits = map[string]int64{}
+
+func init() {
+	bin := map[string]int64{"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+	for _, u := range []string{"Ki", "Mi", "Gi", "Ti", "Pi", "ki",
+		"kiB", "KiB", "MiB", "GiB", "TiB", "PiB", "kib", "mib", "gib", "tib", "pib", "KIB", "MIB", "GIB", "TIB", "PIB"} {
+		informationUnits[u] = bin[strings.ToLower(u[:1])]
+	}
+	dec := map[string]int64{"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+	for _, u := range []string{"kB", "KB", "MB", "GB", "TB", "PB", "kb", "mb", "gb", "tb", "pb", "Kb", "Mb", "Gb", "Tb", "Pb",
+		"k", "K", "m", "M", "g", "G", "p", "P"} {
+		informationUnits[u] = dec[strings.ToLower(u[:1])]
+	}
+}
+
+// ParseInformationUnit reads RabbitMQ's information unit, the form of
+// vm_memory_high_watermark.absolute and disk_free_limit.absolute: a
+// non-negative integer number of bytes, optionally with one of
+// RabbitMQ's unit suffixes ("50MB" is 50,000,000 bytes, "1024MiB"
+// 1,073,741,824). RabbitMQ reads PiB as 1024⁴×2014 bytes, a typo; Warren
+// as 1024⁵.
+func ParseInformationUnit(v string) (int64, error) {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	mult := int64(1)
+	if unit := v[i:]; unit != "" {
+		m, ok := informationUnits[unit]
+		if !ok {
+			i = 0 // not a size
+		}
+		mult = m
+	}
+	n, err := strconv.ParseInt(v[:i], 10, 64)
+	if i == 0 || err != nil || n > (1<<63-1)/mult {
+		return 0, fmt.Errorf("%q is not an amount of information (as 50000000, 500MB, 500MiB, 10GB, 10GiB, 2TB, 2TiB)", v)
+	}
+	return n * mult, nil
+}
+
+// ParseFloat reads cuttlefish's float: a decimal number such as 0.4 (or
+// an integer).
+func ParseFloat(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || strings.ContainsAny(v, "xXnNpP_") || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a decimal number", v)
+	}
+	return f, nil
 }

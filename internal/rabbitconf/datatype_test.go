@@ -92,3 +92,45 @@ func TestParseListener(t *testing.T) {
 		}
 	}
 }
+
+// Ensure information units are read as RabbitMQ's
+// parse_information_unit reads them: binary for the i forms, decimal
+// (as Kubernetes) for the others, and only its spellings.
+func TestParseInformationUnit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"50000000", 50_000_000, true}, {"0", 0, true},
+		{"50MB", 50_000_000, true}, {"50mb", 50_000_000, true}, {"50Mb", 50_000_000, true}, {"50M", 50_000_000, true}, {"50m", 50_000_000, true},
+		{"500kB", 500_000, true}, {"500k", 500_000, true}, {"500K", 500_000, true},
+		{"2GB", 2_000_000_000, true}, {"2G", 2_000_000_000, true}, {"2TB", 2_000_000_000_000, true}, {"1P", 1e15, true},
+		{"1024MiB", 1 << 30, true}, {"1024Mi", 1 << 30, true}, {"1024mib", 1 << 30, true}, {"1024MIB", 1 << 30, true},
+		{"8ki", 8 << 10, true}, {"8kiB", 8 << 10, true}, {"2GiB", 2 << 30, true}, {"2TiB", 2 << 40, true}, {"1PiB", 1 << 50, true},
+		{"1mi", 0, false}, {"2T", 0, false}, {"2t", 0, false}, {"1.5GB", 0, false}, {"-1", 0, false}, {"", 0, false},
+		{"GB", 0, false}, {"10 GB", 0, false}, {"10GBs", 0, false}, {"99999999999PB", 0, false},
+	} {
+		got, err := ParseInformationUnit(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseInformationUnit(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// Ensure floats are decimal numbers, not Go's other spellings.
+func TestParseFloat(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"0.4", 0.4, true}, {"1", 1, true}, {"1.0", 1, true}, {"-2.5", -2.5, true},
+		{"NaN", 0, false}, {"inf", 0, false}, {"0x1p-2", 0, false}, {"1_0", 0, false}, {"", 0, false}, {"high", 0, false},
+	} {
+		got, err := ParseFloat(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseFloat(%q) = %g, %v; want %g, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,18 +1,21 @@
 // Package mgmttest starts a whole Warren in a test: the model, AMQP
 // 0-9-1, the stream protocol, the management API and the Prometheus
-// endpoint on free loopback ports, for tests of programs that talk to the API (warrenctl).
+// endpoint on free loopback ports, for tests of programs that talk to the API (warrenctl),
+// with injected memory and disk readings for its resource alarms.
 package mgmttest
 
 import (
 	"log/slog"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 	"github.com/warren-mq/warren/streamproto"
 	"github.com/warren-mq/warren/superstream"
 )
@@ -26,8 +29,29 @@ type Broker struct {
 	URL        string // the API's base URL, http://host:port
 	MetricsURL string // the Prometheus endpoint's base URL, http://host:port
 
+	// Readings are what the broker's alarm monitor reads instead of the
+	// process's memory and the disk's free space; Monitor.Check applies
+	// a change at once (else the monitor's next reading does). The
+	// limits are MemoryLimit and the default free disk limit, 50 MB.
+	Readings *Readings
+	Monitor  *alarm.Monitor
+
 	stops []func()
 }
+
+// Readings are injected memory and disk readings, in bytes.
+type Readings struct {
+	MemUsed, DiskFree atomic.Uint64
+}
+
+// The test broker's alarm limits and its readings at start (well within
+// them).
+const (
+	MemoryLimit     = 1 << 30
+	StartMemUsed    = 100 << 20
+	StartDiskFree   = 100 << 30
+	totalTestMemory = 4 << 30
+)
 
 // Start starts a Warren with a fresh data directory (WARREN_TEST_LOG=1
 // logs to stderr).
@@ -42,9 +66,22 @@ func Start(t testing.TB) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &Broker{Broker: b}
+	tb := &Broker{Broker: b, Readings: &Readings{}}
 	tb.stops = append(tb.stops, func() { b.Close() })
 	t.Cleanup(tb.stop)
+	tb.Readings.MemUsed.Store(StartMemUsed)
+	tb.Readings.DiskFree.Store(StartDiskFree)
+	tb.Monitor, err = alarm.Start(b.Alarms(), alarm.Config{
+		Limits:       alarm.Limits{MemoryAbsolute: MemoryLimit},
+		ReadMemory:   func() (uint64, error) { return tb.Readings.MemUsed.Load(), nil },
+		ReadDiskFree: func() (uint64, error) { return tb.Readings.DiskFree.Load(), nil },
+		TotalMemory:  func() (uint64, error) { return totalTestMemory, nil },
+		Logger:       logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.stops = append(tb.stops, tb.Monitor.Stop)
 	var lns []net.Listener
 	for range 4 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -142,6 +142,12 @@ func (sc *scrape) node(e *emitter, d *data) {
 		if p.maxFDsOK {
 			e.one("process_max_fds", "Open file descriptors limit", gauge, float64(p.maxFDs))
 		}
+		// The limits once a monitor has set them (the daemon's always
+		// does).
+		if r := b.Alarms().Readings(); r.MemLimit > 0 || r.DiskLimit > 0 {
+			e.one("resident_memory_limit_bytes", "Memory high watermark in bytes", gauge, float64(r.MemLimit))
+			e.one("disk_space_available_limit_bytes", "Free disk space low watermark in bytes", gauge, float64(r.DiskLimit))
+		}
 		e.one("erlang_uptime_seconds", "Node uptime", gauge, time.Since(sc.s.cfg.Started).Seconds())
 	}
 	if sc.want("node_persister_metrics") {

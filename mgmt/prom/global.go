@@ -5,6 +5,7 @@ import (
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 	"github.com/warren-mq/warren/streamproto/wire"
 )
 
@@ -164,11 +165,19 @@ func (sc *scrape) messageSizes(e *emitter, _ *data) {
 		[]string{"protocol"}, queues.ProtoNames[queues.ProtoAMQP091])
 }
 
-// alarms emits RabbitMQ's alarm gauges. Warren raises no resource alarm
-// yet (memory and disk alarms are issue 18's), so none is in effect.
+// alarms emits RabbitMQ's alarm gauges: 1 while the alarm is in
+// effect.
 func (sc *scrape) alarms(e *emitter) {
-	e.one("free_disk_space_watermark", "is 1 if free disk space watermark alarm is in effect", untyped, 0)
-	e.one("memory_used_watermark", "is 1 if VM memory watermark alarm is in effect", untyped, 0)
+	active := sc.s.cfg.Broker.Alarms().Active()
+	e.one("free_disk_space_watermark", "is 1 if free disk space watermark alarm is in effect", untyped, bit(active&alarm.Disk != 0))
+	e.one("memory_used_watermark", "is 1 if VM memory watermark alarm is in effect", untyped, bit(active&alarm.Memory != 0))
+}
+
+func bit(on bool) float64 {
+	if on {
+		return 1
+	}
+	return 0
 }
 
 // warren emits what only Warren measures.

@@ -327,12 +327,19 @@ func parseExclusions(text string) ([]exclusion, error) {
 type result struct {
 	name  string
 	state string // passed, failed, skipped (by the suite itself)
+	// tail is the suite's output before a Go test's failure line, so a
+	// failure in CI can be read without rerunning with -v.
+	tail string
 }
+
+// failureContext is how many lines of output a failed Go test keeps.
+const failureContext = 40
 
 // counts summarises a suite's results.
 type counts struct {
 	passed, failed, skipped, excluded int
 	failures                          []string
+	tails                             []string // each failure's output, when kept
 }
 
 func runInside(spec string) int {
@@ -398,6 +405,7 @@ func runInside(spec string) int {
 			default:
 				c.failed++
 				c.failures = append(c.failures, r.name)
+				c.tails = append(c.tails, r.tail)
 			}
 		}
 		if c.failed > 0 || len(rs) == 0 {
@@ -407,8 +415,11 @@ func runInside(spec string) int {
 			s.Name, c.passed, c.failed, c.skipped, c.excluded, time.Since(start).Round(time.Second))
 		summary = append(summary, line)
 		log.Print(line)
-		for _, f := range c.failures {
+		for i, f := range c.failures {
 			log.Printf("    FAIL %s", f)
+			if c.tails[i] != "" {
+				log.Printf("      | %s", strings.ReplaceAll(c.tails[i], "\n", "\n      | "))
+			}
 		}
 	}
 	log.Print("== peer suites")
@@ -496,13 +507,22 @@ func runSuite(s suite, ex []exclusion, p plan) ([]result, error) {
 	var tap tapParser
 	var mocha mochaTAP
 	goResult := regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+)`)
+	var recent []string // the last failureContext lines
 	readErr := readLines(out, maxLine, func(line string) {
 		fmt.Fprintln(w, line)
 		switch s.Kind {
 		case "go":
 			if m := goResult.FindStringSubmatch(line); m != nil {
-				rs = append(rs, result{m[2], map[string]string{"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}[m[1]]})
+				r := result{name: m[2], state: map[string]string{"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}[m[1]]}
+				if r.state == "failed" {
+					r.tail = strings.Join(recent, "\n")
+				}
+				rs = append(rs, r)
 			}
+			if len(recent) == failureContext {
+				recent = recent[1:]
+			}
+			recent = append(recent, line)
 		case "node":
 			tap.line(line)
 		case "mocha":
@@ -614,7 +634,7 @@ func readGinkgo(path string) ([]result, error) {
 				name += ": " + firstLine(sr.Failure.Message)
 				state = "failed"
 			}
-			rs = append(rs, result{name, state})
+			rs = append(rs, result{name: name, state: state})
 		}
 	}
 	return rs, nil

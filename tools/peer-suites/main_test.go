@@ -49,13 +49,13 @@ func TestTAPParser(t *testing.T) {
 	}
 	got := p.results()
 	want := []result{
-		{"Connect Connect API Connection refused", "passed"},
-		{"Connect Connect API serverProperties", "failed"},
-		{"Connect Connect API skipped one", "skipped"},
-		{"/tmp/amqplib/test/callback_api.test.js", "failed"},
-		{"Channel API ack", "passed"},
-		{"Broken first", "passed"},
-		{"Broken: hookFailed", "failed"},
+		{name: "Connect Connect API Connection refused", state: "passed"},
+		{name: "Connect Connect API serverProperties", state: "failed"},
+		{name: "Connect Connect API skipped one", state: "skipped"},
+		{name: "/tmp/amqplib/test/callback_api.test.js", state: "failed"},
+		{name: "Channel API ack", state: "passed"},
+		{name: "Broken first", state: "passed"},
+		{name: "Broken: hookFailed", state: "failed"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)
@@ -77,12 +77,12 @@ func TestMochaTAP(t *testing.T) {
 	}
 	got := p.results()
 	want := []result{
-		{"connect using parameters", "passed"},
-		{"connect using EXTERNAL auth", "failed"},
-		{"connect declaring connection name", "passed"},
-		{"Stream cache skipped one", "skipped"},
-		{`declare consumer "before each" hook for "declaring a consumer on an existing stream - the consumer should handle the message"`, "failed"},
-		{"publish twice", "failed"},
+		{name: "connect using parameters", state: "passed"},
+		{name: "connect using EXTERNAL auth", state: "failed"},
+		{name: "connect declaring connection name", state: "passed"},
+		{name: "Stream cache skipped one", state: "skipped"},
+		{name: `declare consumer "before each" hook for "declaring a consumer on an existing stream - the consumer should handle the message"`, state: "failed"},
+		{name: "publish twice", state: "failed"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)
@@ -108,10 +108,10 @@ func TestReadGinkgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []result{
-		{"A B works", "passed"},
-		{"A breaks: Expected", "failed"},
-		{"A later", "skipped"},
-		{"SynchronizedAfterSuite : http error (404)", "failed"},
+		{name: "A B works", state: "passed"},
+		{name: "A breaks: Expected", state: "failed"},
+		{name: "A later", state: "skipped"},
+		{name: "SynchronizedAfterSuite : http error (404)", state: "failed"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("results\n got %+v\nwant %+v", got, want)

@@ -49,9 +49,9 @@ func (p *tapParser) line(l string) {
 			state = "failed"
 		}
 		if leaf {
-			p.rs = append(p.rs, result{name, state})
+			p.rs = append(p.rs, result{name: name, state: state})
 		} else if state == "failed" {
-			p.pending = &result{name, state}
+			p.pending = &result{name: name, state: state}
 		}
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/rabbitconf"
 	"github.com/warren-mq/warren/queues"
@@ -32,10 +33,8 @@ var confKeys = []struct {
 }{
 	{"listeners.tcp", func(s *confState, e rabbitconf.Entry) error { return s.amqp.setOff(e) }},
 	{"listeners.tcp.$name", func(s *confState, e rabbitconf.Entry) error { return s.amqp.add(e) }},
-	{"listeners.ssl", tlsOff},
 	{"stream.listeners.tcp", func(s *confState, e rabbitconf.Entry) error { return s.stream.setOff(e) }},
 	{"stream.listeners.tcp.$name", func(s *confState, e rabbitconf.Entry) error { return s.stream.add(e) }},
-	{"stream.listeners.ssl", tlsOff},
 	{"stream.advertised_host", func(s *confState, e rabbitconf.Entry) error {
 		s.advertiseHost = &e
 		return nonEmpty(e.Value)
@@ -67,6 +66,46 @@ var confKeys = []struct {
 	}},
 	{"channel_max", setChannelMax},
 	{"max_channels_per_connection", setChannelMax},
+	{"initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseBytesize, 4096, math.MaxUint32, "no limit")
+		s.cfg.AMQPInitialFrameMax = uint32(n)
+		return err
+	}},
+	{"stream.initial_frame_max", func(s *confState, e rabbitconf.Entry) error {
+		n, err := limit(e.Value, rabbitconf.ParseInt, 4096, math.MaxUint32, "no limit")
+		s.cfg.StreamInitialFrameMax = uint32(n)
+		return err
+	}},
+	{"max_message_size", func(s *confState, e rabbitconf.Entry) error {
+		// An integer, not a size, between 1 and 512 MiB, as RabbitMQ's
+		// schema validates it.
+		n, err := rabbitconf.ParseInt(e.Value)
+		if err == nil && (n <= 0 || n > amqp.MaxMessageSizeLimit) {
+			err = fmt.Errorf("%d: max message size should be between 0 and 512MB", n)
+		}
+		s.cfg.MaxMessageSize = uint64(n)
+		return err
+	}},
+	{"consumer_max_per_channel", func(s *confState, e rabbitconf.Entry) error {
+		if e.Value == "infinity" {
+			s.cfg.ConsumerMaxPerChannel = 0
+			return nil
+		}
+		n, err := limit(e.Value, rabbitconf.ParseInt, 1, math.MaxInt32, "")
+		if err != nil {
+			return fmt.Errorf("%q should be positive integer or 'infinity'", e.Value)
+		}
+		s.cfg.ConsumerMaxPerChannel = int(n)
+		return nil
+	}},
+	{"handshake_timeout", func(s *confState, e rabbitconf.Entry) error {
+		if e.Value == "infinity" {
+			return errors.New("infinity (RabbitMQ: no timeout) is not supported by Warren: a handshake is always bounded")
+		}
+		n, err := limit(e.Value, rabbitconf.ParseInt, 1, math.MaxInt32, "a timeout at once")
+		s.cfg.HandshakeTimeout = time.Duration(n) * time.Millisecond
+		return err
+	}},
 	{"deprecated_features.permit.transient_nonexcl_queues", func(s *confState, e rabbitconf.Entry) error {
 		permit, err := rabbitconf.ParseBool(e.Value)
 		s.cfg.DenyTransientNonExclusive = !permit
@@ -159,6 +198,30 @@ var confKeys = []struct {
 		s.cfg.LogLevel = e.Value
 		return nil
 	}},
+	{"vm_memory_high_watermark.relative", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		f, err := fraction(e.Value, 1, "the memory alarm always on, blocking every publisher")
+		s.cfg.Alarms.MemoryRelative = f
+		return err
+	}},
+	{"vm_memory_high_watermark.absolute", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		n, err := limit(e.Value, rabbitconf.ParseInformationUnit, 1, math.MaxInt64, "the memory alarm always on, blocking every publisher")
+		s.cfg.Alarms.MemoryAbsolute = uint64(n)
+		return err
+	}},
+	{"disk_free_limit.relative", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		f, err := fraction(e.Value, math.MaxFloat64, "no disk alarm")
+		s.cfg.Alarms.DiskFreeRelative = f
+		return err
+	}},
+	{"disk_free_limit.absolute", func(s *confState, e rabbitconf.Entry) error {
+		s.alarmKey(e)
+		n, err := limit(e.Value, rabbitconf.ParseInformationUnit, 1, math.MaxInt64, "no disk alarm")
+		s.cfg.Alarms.DiskFreeAbsolute = uint64(n)
+		return err
+	}},
 	{"warren.data_dir", func(s *confState, e rabbitconf.Entry) error {
 		s.cfg.DataDir = e.Value
 		return nonEmpty(e.Value)
@@ -202,6 +265,8 @@ type confState struct {
 	logConsole                   *bool
 	channelMax                   map[string]rabbitconf.Entry // channel_max and its alias
 	definitions                  map[string]rabbitconf.Entry // load_definitions, management.load_definitions
+	alarms                       map[string]rabbitconf.Entry // vm_memory_high_watermark.*, disk_free_limit.*
+	tls                          tlsKeys                     // conftls.go
 }
 
 // confError is an error at a line of the file.
@@ -282,6 +347,7 @@ func (s *confState) finish() {
 	if s.promIP != "" || s.promPort != "" {
 		s.cfg.PrometheusListen = net.JoinHostPort(s.promIP, cmp.Or(s.promPort, "15692"))
 	}
+	s.tls.finish(s)
 	s.finishBootstrap()
 	switch {
 	case s.loopbackNone != nil:
@@ -298,6 +364,13 @@ func (s *confState) finish() {
 	if len(s.channelMax) > 1 {
 		a, b := s.channelMax["channel_max"], s.channelMax["max_channels_per_connection"]
 		s.errorf(max(a.Line, b.Line), "channel_max and max_channels_per_connection (lines %d and %d) are the same setting; keep one", a.Line, b.Line)
+	}
+	for _, k := range []string{"vm_memory_high_watermark", "disk_free_limit"} {
+		a, okA := s.alarms[k+".absolute"]
+		r, okR := s.alarms[k+".relative"]
+		if okA && okR {
+			s.errorf(max(a.Line, r.Line), "%s and %s (lines %d and %d) are both set; RabbitMQ takes the absolute one: keep one", a.Key, r.Key, a.Line, r.Line)
+		}
 	}
 	if len(s.definitions) > 1 {
 		a, b := s.definitions["load_definitions"], s.definitions["management.load_definitions"]
@@ -384,13 +457,6 @@ func (l *listenerKeys) finish(s *confState) (string, bool) {
 	return "", false
 }
 
-func tlsOff(_ *confState, e rabbitconf.Entry) error {
-	if e.Value != "none" {
-		return fmt.Errorf("TLS listeners are not supported by Warren yet (only none, the default, is)")
-	}
-	return nil
-}
-
 func setChannelMax(s *confState, e rabbitconf.Entry) error {
 	if s.channelMax == nil {
 		s.channelMax = map[string]rabbitconf.Entry{}
@@ -410,6 +476,30 @@ func setPermission(s *confState, e rabbitconf.Entry) error {
 		return fmt.Errorf("%q is not a regular expression: %v", e.Value, err)
 	}
 	return nil
+}
+
+// alarmKey notes a memory or disk limit key, for the check that
+// absolute and relative are not both given.
+func (s *confState) alarmKey(e rabbitconf.Entry) {
+	if s.alarms == nil {
+		s.alarms = map[string]rabbitconf.Entry{}
+	}
+	s.alarms[e.Key] = e
+}
+
+// fraction reads a relative limit: a number above 0 and at most hi. 0,
+// which RabbitMQ reads as zeroMeans, is not supported.
+func fraction(v string, hi float64, zeroMeans string) (float64, error) {
+	f, err := rabbitconf.ParseFloat(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case f == 0:
+		return 0, fmt.Errorf("0 (RabbitMQ: %s) is not supported by Warren", zeroMeans)
+	case f < 0 || f > hi:
+		return 0, fmt.Errorf("%s is out of range (0, %g]", v, hi)
+	}
+	return f, nil
 }
 
 func setDefinitions(s *confState, e rabbitconf.Entry) error {

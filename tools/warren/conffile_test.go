@@ -2,13 +2,17 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 )
 
 // readConf applies conf onto the defaults, as the file w.conf.
@@ -25,9 +29,35 @@ func TestConfFileEveryKey(t *testing.T) {
 	conf := `
 # every key, none at its default
 listeners.tcp.local = 127.0.0.1:5673
-listeners.ssl = none
+listeners.ssl.default = 5671
 stream.listeners.tcp.v6 = ::1:5553
-stream.listeners.ssl = none
+stream.listeners.ssl.default = 127.0.0.1:5551
+stream.advertised_tls_host = tls.example.com
+stream.advertised_tls_port = 6551
+ssl_options.cacertfile = /etc/warren/ca.pem
+ssl_options.certfile = /etc/warren/server.pem
+ssl_options.keyfile = /etc/warren/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+ssl_options.versions.1 = tlsv1.3
+ssl_cert_login_from = common_name
+management.ssl.port = 15674
+management.ssl.ip = 127.0.0.1
+management.ssl.cacertfile = /etc/warren/mgmt-ca.pem
+management.ssl.certfile = /etc/warren/mgmt.pem
+management.ssl.keyfile = /etc/warren/mgmt.key
+management.ssl.verify = verify_peer
+management.ssl.fail_if_no_peer_cert = false
+management.ssl.versions.1 = tlsv1.2
+management.ssl.versions.2 = tlsv1.3
+prometheus.ssl.port = 15694
+prometheus.ssl.ip = 127.0.0.1
+prometheus.ssl.cacertfile = /etc/warren/prom-ca.pem
+prometheus.ssl.certfile = /etc/warren/prom.pem
+prometheus.ssl.keyfile = /etc/warren/prom.key
+prometheus.ssl.verify = verify_none
+prometheus.ssl.fail_if_no_peer_cert = false
+prometheus.ssl.versions.1 = tlsv1.2
 stream.advertised_host = stream.example.com
 stream.advertised_port = 6552
 stream.frame_max = 524288
@@ -35,6 +65,11 @@ stream.heartbeat = 30
 heartbeat = 20
 frame_max = 256KB
 channel_max = 128
+max_message_size = 1048576
+initial_frame_max = 16KB
+stream.initial_frame_max = 4096
+consumer_max_per_channel = 16
+handshake_timeout = 5000
 deprecated_features.permit.transient_nonexcl_queues = false
 management.tcp.port = 15673
 management.tcp.ip = 127.0.0.1
@@ -55,6 +90,8 @@ loopback_users.guest = false
 loopback_users.john\.doe = true
 log.console = true
 log.console.level = warning
+vm_memory_high_watermark.relative = 0.4
+disk_free_limit.absolute = 2GB
 warren.data_dir = /var/lib/warren
 warren.retention_interval = 30s
 warren.debug_listen = 127.0.0.1:6060
@@ -73,6 +110,11 @@ warren.debug_listen = 127.0.0.1:6060
 		AMQPFrameMax:              256 << 10,
 		AMQPChannelMax:            128,
 		AMQPHeartbeat:             20,
+		MaxMessageSize:            1 << 20,
+		AMQPInitialFrameMax:       16 << 10,
+		StreamInitialFrameMax:     4096,
+		ConsumerMaxPerChannel:     16,
+		HandshakeTimeout:          5 * time.Second,
 		DenyTransientNonExclusive: true,
 		RetentionInterval:         "30s",
 		LogLevel:                  "warning",
@@ -86,6 +128,18 @@ warren.debug_listen = 127.0.0.1:6060
 			Permissions: &queues.Permissions{Configure: "^alice-.*", Write: "^(alice|shared)-.*", Read: ".*"},
 		},
 		LoopbackUsers: []string{"alice", "john.doe"},
+		Alarms:        alarm.Limits{MemoryRelative: 0.4, DiskFreeAbsolute: 2_000_000_000},
+		TLS: TLSConfig{
+			AMQPListen: ":5671", StreamListen: "127.0.0.1:5551", StreamAdvertise: "tls.example.com:6551",
+			HTTPSListen: "127.0.0.1:15674", PrometheusListen: "127.0.0.1:15694",
+			Options: tlsconf.Options{CACertFile: "/etc/warren/ca.pem", CertFile: "/etc/warren/server.pem", KeyFile: "/etc/warren/server.key",
+				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13}},
+			HTTPS: tlsconf.Options{CACertFile: "/etc/warren/mgmt-ca.pem", CertFile: "/etc/warren/mgmt.pem", KeyFile: "/etc/warren/mgmt.key",
+				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13}},
+			Prometheus: tlsconf.Options{CACertFile: "/etc/warren/prom-ca.pem", CertFile: "/etc/warren/prom.pem", KeyFile: "/etc/warren/prom.key",
+				Versions: []uint16{tls.VersionTLS12}},
+			CertLoginFrom: "common_name",
+		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -96,7 +150,9 @@ warren.debug_listen = 127.0.0.1:6060
 		t.Fatal(err)
 	}
 	for _, k := range confKeys {
-		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "loopback_users", "max_channels_per_connection", "management.load_definitions") {
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions",
+			// absolute or relative, not both: TestConfFileCombinations
+			"vm_memory_high_watermark.absolute", "disk_free_limit.relative") {
 			t.Errorf("key %s not in the test", k.key)
 		}
 	}
@@ -143,6 +199,7 @@ func TestConfFileCombinations(t *testing.T) {
 		{"console off", "log.console.level = debug\nlog.console = false\n", func(c Config) bool { return c.LogLevel == "none" }},
 		{"level none", "log.console.level = none\n", func(c Config) bool { return c.LogLevel == "none" }},
 		{"newer channel_max name", "max_channels_per_connection = 64\n", func(c Config) bool { return c.AMQPChannelMax == 64 }},
+		{"no consumer limit", "consumer_max_per_channel = infinity\n", func(c Config) bool { return c.ConsumerMaxPerChannel == 0 }},
 		{"management load_definitions", "management.load_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
 		{"both load_definitions alike", "management.load_definitions = /d.json\nload_definitions = /d.json\n", func(c Config) bool { return c.LoadDefinitions == "/d.json" }},
 		{"advertise host only", "stream.advertised_host = h\n", func(c Config) bool { return c.StreamAdvertise == "h:" }},
@@ -154,7 +211,33 @@ func TestConfFileCombinations(t *testing.T) {
 		{"empty permission", "default_permissions.configure = ''\ndefault_permissions.read = ''\ndefault_permissions.write = ''\n", func(c Config) bool {
 			return *c.Bootstrap.Permissions == queues.Permissions{}
 		}},
+		{"memory absolute", "vm_memory_high_watermark.absolute = 1024MiB\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 1 << 30}
+		}},
+		{"memory absolute in bytes", "vm_memory_high_watermark.absolute = 1073741824\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 1 << 30}
+		}},
+		{"memory absolute decimal unit", "vm_memory_high_watermark.absolute = 2G\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryAbsolute: 2e9}
+		}},
+		{"memory relative 1", "vm_memory_high_watermark.relative = 1\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{MemoryRelative: 1}
+		}},
+		{"disk relative", "disk_free_limit.relative = 1.5\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{DiskFreeRelative: 1.5}
+		}},
+		{"disk absolute kB", "disk_free_limit.absolute = 50000kB\n", func(c Config) bool {
+			return c.Alarms == alarm.Limits{DiskFreeAbsolute: 50_000_000}
+		}},
 		{"permit transient", "deprecated_features.permit.transient_nonexcl_queues = true\n", func(c Config) bool { return !c.DenyTransientNonExclusive }},
+		{"tls off", "listeners.ssl = none\nstream.listeners.ssl = none\n", func(c Config) bool { return c.TLS.AMQPListen == "" && c.TLS.StreamListen == "" }},
+		{"https ip only", "management.ssl.ip = ::1\n", func(c Config) bool { return c.TLS.HTTPSListen == "[::1]:15671" }},
+		{"prometheus https port only", "prometheus.ssl.port = 15691\n", func(c Config) bool { return c.TLS.PrometheusListen == ":15691" }},
+		{"ssl options without listener", "ssl_options.certfile = /c.pem\n", func(c Config) bool {
+			return c.TLS.AMQPListen == "" && c.TLS.Options.CertFile == "/c.pem"
+		}},
+		{"advertised tls port only", "stream.advertised_tls_port = 6551\n", func(c Config) bool { return c.TLS.StreamAdvertise == ":6551" }},
+		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLoginFrom == "distinguished_name" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := readConf(t, tc.conf)
@@ -177,9 +260,33 @@ func TestConfFileErrors(t *testing.T) {
 	}{
 		{"unknown", "heartbeat = 5\nfoo.bar = 1\n", `w.conf:2: unknown key "foo.bar"`},
 		{"unknown warren key", "warren.foo = 1\n", `w.conf:1: unknown key "warren.foo"`},
-		{"rabbit key", "\n\nvm_memory_high_watermark.relative = 0.6\n", `w.conf:3: RabbitMQ's key "vm_memory_high_watermark.relative" is not supported by Warren yet`},
-		{"ssl listener", "listeners.ssl.default = 5671\n", `w.conf:1: RabbitMQ's key "listeners.ssl.default" is not supported by Warren yet`},
-		{"ssl options", "ssl_options.cacertfile = /ca.pem\n", `w.conf:1: RabbitMQ's key "ssl_options.cacertfile" is not supported by Warren yet`},
+		{"rabbit key", "\n\nvm_memory_calculation_strategy = rss\n", `w.conf:3: RabbitMQ's key "vm_memory_calculation_strategy" is not supported by Warren yet`},
+		{"memory both", "vm_memory_high_watermark.relative = 0.5\nvm_memory_high_watermark.absolute = 1GB\n", `w.conf:2: vm_memory_high_watermark.absolute and vm_memory_high_watermark.relative (lines 2 and 1) are both set; RabbitMQ takes the absolute one: keep one`},
+		{"disk both", "disk_free_limit.absolute = 1GB\ndisk_free_limit.relative = 2.0\n", `w.conf:2: disk_free_limit.absolute and disk_free_limit.relative (lines 1 and 2) are both set`},
+		{"memory relative above 1", "vm_memory_high_watermark.relative = 1.5\n", `w.conf:1: vm_memory_high_watermark.relative: 1.5 is out of range (0, 1]`},
+		{"memory relative 0", "vm_memory_high_watermark.relative = 0\n", `w.conf:1: vm_memory_high_watermark.relative: 0 (RabbitMQ: the memory alarm always on, blocking every publisher) is not supported by Warren`},
+		{"memory relative word", "vm_memory_high_watermark.relative = high\n", `w.conf:1: vm_memory_high_watermark.relative: "high" is not a decimal number`},
+		{"memory absolute unit", "vm_memory_high_watermark.absolute = 2T\n", `w.conf:1: vm_memory_high_watermark.absolute: "2T" is not an amount of information`},
+		{"memory absolute fraction", "vm_memory_high_watermark.absolute = 1.5GB\n", `w.conf:1: vm_memory_high_watermark.absolute: "1.5GB" is not an amount of information`},
+		{"disk absolute 0", "disk_free_limit.absolute = 0\n", `w.conf:1: disk_free_limit.absolute: 0 (RabbitMQ: no disk alarm) is not supported by Warren yet`},
+		{"disk relative negative", "disk_free_limit.relative = -1\n", `w.conf:1: disk_free_limit.relative: -1 is out of range`},
+		{"ssl password", "ssl_options.password = secret\n", `w.conf:1: RabbitMQ's key "ssl_options.password" is not supported by Warren yet`},
+		{"ssl ciphers", "ssl_options.ciphers.1 = ECDHE-ECDSA-AES256-GCM-SHA384\n", `w.conf:1: RabbitMQ's key "ssl_options.ciphers.1" is not supported by Warren yet`},
+		{"management ssl depth", "management.ssl.depth = 2\n", `w.conf:1: key "management.ssl.depth" of RabbitMQ's rabbitmq_management plugin is not supported by Warren yet`},
+		{"tls 1.1", "ssl_options.versions.1 = tlsv1.1\n", `w.conf:1: ssl_options.versions.1: tlsv1.1 is not supported: Warren speaks TLS 1.2 and 1.3 only`},
+		{"bad version", "prometheus.ssl.versions.1 = tls13\n", `w.conf:1: prometheus.ssl.versions.1: "tls13" is not a TLS version`},
+		{"bad verify", "ssl_options.verify = yes\n", `w.conf:1: ssl_options.verify: "yes" is not verify_peer or verify_none`},
+		{"bad fail_if_no_peer_cert", "ssl_options.fail_if_no_peer_cert = 1\n", `w.conf:1: ssl_options.fail_if_no_peer_cert: "1" is not true or false`},
+		{"empty certfile", "ssl_options.certfile = ''\n", `w.conf:1: ssl_options.certfile: empty`},
+		{"san login", "ssl_cert_login_from = subject_alternative_name\n", `w.conf:1: ssl_cert_login_from: subject_alternative_name is not supported by Warren yet`},
+		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name`},
+		{"bad tls port", "listeners.ssl.default = 0\n", `w.conf:1: listeners.ssl.default: port 0 is out of range 1-65535`},
+		{"bad https port", "management.ssl.port = x\n", `w.conf:1: management.ssl.port: "x" is not a port`},
+		{"bad https ip", "prometheus.ssl.ip = localhost\n", `w.conf:1: prometheus.ssl.ip: "localhost" is not an IP address`},
+		{"ssl none and listener", "listeners.ssl = none\nlisteners.ssl.default = 5671\n",
+			`w.conf:2: listeners.ssl.default sets a listener, but listeners.ssl = none (line 1) turns AMQP over TLS off`},
+		{"second tls listener", "stream.listeners.ssl.a = 5551\nstream.listeners.ssl.b = 5553\n",
+			`w.conf:2: stream.listeners.ssl.b is a second stream over TLS listener`},
 		{"plugin key", "mqtt.listeners.tcp.default = 1883\n", `w.conf:1: key "mqtt.listeners.tcp.default" of RabbitMQ's rabbitmq_mqtt plugin is not supported by Warren yet`},
 		{"cluster formation", "cluster_formation.peer_discovery_backend = classic_config\n", `w.conf:1: RabbitMQ's key "cluster_formation.peer_discovery_backend" is not supported by Warren yet`},
 		{"malformed integer", "heartbeat = often\n", `w.conf:1: heartbeat: "often" is not an integer`},
@@ -188,6 +295,10 @@ func TestConfFileErrors(t *testing.T) {
 		{"small frame", "frame_max = 4096\n", `w.conf:1: frame_max: 4096 is out of range 8192-4294967295`},
 		{"zero heartbeat", "heartbeat = 0\n", `w.conf:1: heartbeat: 0 (RabbitMQ: no heartbeats) is not supported by Warren yet`},
 		{"channel_max range", "channel_max = 65536\n", `w.conf:1: channel_max: 65536 is out of range 1-65535`},
+		{"max_message_size range", "max_message_size = 536870913\n", `w.conf:1: max_message_size: 536870913: max message size should be between 0 and 512MB`},
+		{"max_message_size size", "max_message_size = 16MB\n", `w.conf:1: max_message_size: "16MB" is not an integer`},
+		{"consumer_max_per_channel zero", "consumer_max_per_channel = 0\n", `w.conf:1: consumer_max_per_channel: "0" should be positive integer or 'infinity'`},
+		{"handshake_timeout infinity", "handshake_timeout = infinity\n", `w.conf:1: handshake_timeout: infinity (RabbitMQ: no timeout) is not supported by Warren: a handshake is always bounded`},
 		{"bad port", "\nlisteners.tcp.default = 70000\n", `w.conf:2: listeners.tcp.default: port 70000 is out of range 1-65535`},
 		{"bad stream port", "stream.listeners.tcp.default = 127.0.0.1:0\n", `w.conf:1: stream.listeners.tcp.default: "127.0.0.1:0": port 0 is out of range 1-65535`},
 		{"host name listener", "listeners.tcp.default = localhost:5672\n", `w.conf:1: listeners.tcp.default: "localhost:5672" is not an IP address and port`},
@@ -195,7 +306,7 @@ func TestConfFileErrors(t *testing.T) {
 		{"bad management ip", "management.tcp.ip = localhost\n", `w.conf:1: management.tcp.ip: "localhost" is not an IP address`},
 		{"bad log level", "log.console.level = verbose\n", `w.conf:1: log.console.level: "verbose" is not one of`},
 		{"bad none", "listeners.tcp = off\n", `w.conf:1: listeners.tcp: "off": the only value is none`},
-		{"tls", "listeners.ssl = 5671\n", `w.conf:1: listeners.ssl: TLS listeners are not supported by Warren yet`},
+		{"tls", "listeners.ssl = 5671\n", `w.conf:1: listeners.ssl: "5671": the only value is none`},
 		{"second listener", "listeners.tcp.default = 5672\nlisteners.tcp.local = 127.0.0.1:5673\n",
 			`w.conf:2: listeners.tcp.local is a second AMQP listener (listeners.tcp.default is on line 1); Warren serves AMQP on one listener`},
 		{"second stream listener", "stream.listeners.tcp.a = 5552\nstream.listeners.tcp.b = 5553\n",
@@ -254,9 +365,12 @@ func TestConfExample(t *testing.T) {
 	want.StreamAdvertise = "localhost:5552"
 	want.FrameMax, want.Heartbeat = 1048576, 60
 	want.AMQPFrameMax, want.AMQPChannelMax, want.AMQPHeartbeat = 131072, 2047, 60
+	want.MaxMessageSize, want.HandshakeTimeout = 16<<20, 10*time.Second
+	want.AMQPInitialFrameMax, want.StreamInitialFrameMax = 8192, 8192
 	want.Bootstrap = queues.Bootstrap{User: "guest", Password: "guest", VHost: "/", Tags: []string{"administrator"},
 		Permissions: &queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}}
 	want.LoopbackUsers = []string{"guest"}
+	want.Alarms = alarm.Limits{MemoryRelative: alarm.DefaultMemoryRelative, DiskFreeAbsolute: alarm.DefaultDiskFreeAbsolute}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/queues/alarm"
 )
 
 // Config is the daemon's configuration: flags, or a file in
@@ -32,6 +34,18 @@ type Config struct {
 	AMQPFrameMax   uint32
 	AMQPChannelMax uint16
 	AMQPHeartbeat  uint16
+	// MaxMessageSize (bytes; 0: 16 MiB), ConsumerMaxPerChannel (0: no
+	// limit) and HandshakeTimeout (0: 10 s) are RabbitMQ's
+	// max_message_size, consumer_max_per_channel and handshake_timeout,
+	// for AMQP 0-9-1.
+	MaxMessageSize uint64
+	// AMQPInitialFrameMax and StreamInitialFrameMax bound frames before
+	// the connection is tuned (AMQP) or open (stream); 0: 8192, as
+	// RabbitMQ's initial_frame_max and stream.initial_frame_max.
+	AMQPInitialFrameMax   uint32
+	StreamInitialFrameMax uint32
+	ConsumerMaxPerChannel int
+	HandshakeTimeout      time.Duration
 	// DenyTransientNonExclusive refuses durable=false exclusive=false
 	// queues as RabbitMQ 4.3 does (off: the ≤4.2 behaviour).
 	DenyTransientNonExclusive bool
@@ -62,6 +76,12 @@ type Config struct {
 	// LoopbackUsers may only connect from loopback; nil means RabbitMQ's
 	// default, {"guest"}, and an empty non-nil slice nobody.
 	LoopbackUsers []string
+	// Alarms are the memory high watermark and the free disk limit
+	// (vm_memory_high_watermark.*, disk_free_limit.*); zero fields take
+	// RabbitMQ's defaults (0.6 of the memory, 50 MB).
+	Alarms alarm.Limits
+	// TLS is the TLS listeners and their certificates (conftls.go).
+	TLS TLSConfig
 }
 
 func defaults() Config {
@@ -85,6 +105,10 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.StreamAdvertise, "stream-advertise", cfg.StreamAdvertise, "host:port stream clients are told to connect to (default localhost:<stream port>; an empty host or port takes its default)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "management HTTP API listen address (empty: off)")
 	fs.StringVar(&cfg.PrometheusListen, "prometheus-listen", cfg.PrometheusListen, "Prometheus metrics listen address (empty: off)")
+	fs.StringVar(&cfg.TLS.AMQPListen, "amqps-listen", cfg.TLS.AMQPListen, "AMQP 0-9-1 over TLS listen address (empty: off; certificates: ssl_options.* in -config)")
+	fs.StringVar(&cfg.TLS.StreamListen, "stream-tls-listen", cfg.TLS.StreamListen, "stream protocol over TLS listen address (empty: off; certificates: ssl_options.* in -config)")
+	fs.StringVar(&cfg.TLS.HTTPSListen, "https-listen", cfg.TLS.HTTPSListen, "management HTTP API over HTTPS listen address (empty: off; certificates: management.ssl.* in -config)")
+	fs.StringVar(&cfg.TLS.PrometheusListen, "prometheus-tls-listen", cfg.TLS.PrometheusListen, "Prometheus metrics over HTTPS listen address (empty: off; certificates: prometheus.ssl.* in -config)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warning, error or none (RabbitMQ's levels; slog's warn and INFO+2 forms too)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
 	return configFile

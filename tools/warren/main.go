@@ -4,19 +4,24 @@
 //	                      [-amqp-listen :5672] [-stream-listen :5552]
 //	                      [-stream-advertise localhost:5552] [-http-listen :15672]
 //	                      [-prometheus-listen :15692]
+//	                      [-amqps-listen :5671] [-stream-tls-listen :5551]
+//	                      [-https-listen :15671] [-prometheus-tls-listen :15691]
 //	                      [-log-level info] [-debug-listen 127.0.0.1:6060]
 //
 // It serves AMQP 0-9-1 (port 5672) and the RabbitMQ stream protocol (port
 // 5552); an empty listen address turns that protocol off. A data
 // directory is used by one broker at a time (a lock file says so).
 // SIGINT and SIGTERM shut down cleanly: stop accepting, close
-// connections, flush the stream writers, close the files.
+// connections, flush the stream writers, close the files. SIGHUP reloads
+// the TLS certificates (tls.go).
 //
 // -config names a file in RabbitMQ's rabbitmq.conf syntax (key = value,
 // # comments) with RabbitMQ's keys for what Warren does (listeners.tcp.*,
 // stream.*, heartbeat, frame_max, channel_max, default_user and the
 // other default_* keys, loopback_users, management.tcp.*, prometheus.tcp.*,
-// load_definitions, log.console.*) and warren.* keys for what only
+// listeners.ssl.*, ssl_options.*, management.ssl.*, prometheus.ssl.*,
+// load_definitions, log.console.*, vm_memory_high_watermark.*,
+// disk_free_limit.*) and warren.* keys for what only
 // Warren has (warren.data_dir, warren.retention_interval,
 // warren.debug_listen); warren.conf.example lists them all. A key of
 // RabbitMQ's that Warren does not act on, an unknown key or a malformed
@@ -39,6 +44,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/definitions"
+	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/osiris"
@@ -97,6 +103,8 @@ func lockDataDir(dataDir string) (*os.File, error) {
 // off).
 type readyAddrs struct {
 	Stream, AMQP, HTTP, Prometheus net.Addr
+	// The TLS listeners'.
+	StreamTLS, AMQPS, HTTPS, PrometheusTLS net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
@@ -130,6 +138,18 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	if err := recordBoot(cfg.DataDir, boot); err != nil {
 		return err
 	}
+	stopAlarms, err := startAlarms(broker, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAlarms()
+	certs, err := loadCerts(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	hupCtx, stopHUP := context.WithCancel(ctx)
+	defer stopHUP()
+	certs.reloadOnSIGHUP(hupCtx, logger)
 	if cfg.LoadDefinitions != "" {
 		// As RabbitMQ's load_definitions: applied at every start; a
 		// file that does not import stops the start.
@@ -158,83 +178,110 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	var consumerGroups func() []superstream.GroupInfo
 	var mgmtListeners []mgmt.Listener
 	var node string // the management API's node name
-	if cfg.StreamListen != "" {
-		ln, err := net.Listen("tcp", cfg.StreamListen)
+	if cfg.StreamListen != "" || cfg.TLS.StreamListen != "" {
+		lns, listed, err := listenEach(
+			listenSpec{cfg.StreamListen, nil, "stream", &addrs.Stream},
+			listenSpec{cfg.TLS.StreamListen, certs.broker, "stream/ssl", &addrs.StreamTLS})
 		if err != nil {
+			closeAll()
 			return err
 		}
-		listeners = append(listeners, ln)
-		addrs.Stream = ln.Addr()
-		advertise, err := advertiseAddr(cfg.StreamAdvertise, ln.Addr())
+		listeners = append(listeners, lns...)
+		advertise, err := advertiseAddr(cfg.StreamAdvertise, lns[0].Addr())
+		if err != nil {
+			closeAll()
+			return err
+		}
+		advertiseTLS, err := advertiseTLSAddr(cfg.TLS.StreamAdvertise, advertise, addrs.StreamTLS)
 		if err != nil {
 			closeAll()
 			return err
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
-			SuperStreams: super,
+			SuperStreams: super, AdvertiseTLS: advertiseTLS, CertLoginFrom: cfg.TLS.CertLoginFrom,
+			InitialFrameMax: cfg.StreamInitialFrameMax,
 		})
 		if err != nil {
 			closeAll()
 			return err
 		}
-		servers = append(servers, srv)
+		for range lns {
+			servers = append(servers, srv) // one Serve per listener
+		}
 		consumerGroups = srv.ConsumerGroups
 		// As RabbitMQ's rabbit@<host> advertising <host>: clients that
 		// look up a stream's node in the API find the host to connect to.
 		if h, _, err := net.SplitHostPort(advertise); err == nil {
 			node = "warren@" + h
 		}
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "stream", Addr: ln.Addr()})
-		logger.Info("stream protocol listening", "addr", ln.Addr().String(), "advertise", advertise)
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("stream protocol listening", "addr", l.Addr.String(), "protocol", l.Protocol, "advertise", advertise, "advertise_tls", advertiseTLS)
+		}
 	}
-	if cfg.AMQPListen != "" {
-		ln, err := net.Listen("tcp", cfg.AMQPListen)
+	if cfg.AMQPListen != "" || cfg.TLS.AMQPListen != "" {
+		lns, listed, err := listenEach(
+			listenSpec{cfg.AMQPListen, nil, "amqp", &addrs.AMQP},
+			listenSpec{cfg.TLS.AMQPListen, certs.broker, "amqp/ssl", &addrs.AMQPS})
 		if err != nil {
 			closeAll()
 			return err
 		}
-		listeners = append(listeners, ln)
-		addrs.AMQP = ln.Addr()
-		servers = append(servers, amqp.NewServer(amqp.Config{
+		listeners = append(listeners, lns...)
+		srv := amqp.NewServer(amqp.Config{
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
-		}))
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "amqp", Addr: ln.Addr()})
-		logger.Info("AMQP 0-9-1 listening", "addr", ln.Addr().String())
+			CertLoginFrom:  cfg.TLS.CertLoginFrom,
+			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
+			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
+		})
+		for range lns {
+			servers = append(servers, srv) // one Serve per listener
+		}
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("AMQP 0-9-1 listening", "addr", l.Addr.String(), "protocol", l.Protocol)
+		}
 	}
 	if len(servers) == 0 {
 		closeAll()
-		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen; listeners.tcp, stream.listeners.tcp)")
+		return errors.New("nothing to serve: AMQP and stream are both off (-amqp-listen, -stream-listen, -amqps-listen, -stream-tls-listen; listeners.tcp, stream.listeners.tcp, listeners.ssl, stream.listeners.ssl)")
 	}
-	if cfg.PrometheusListen != "" {
-		ln, err := net.Listen("tcp", cfg.PrometheusListen)
+	if cfg.PrometheusListen != "" || cfg.TLS.PrometheusListen != "" {
+		lns, listed, err := listenEach(
+			listenSpec{cfg.PrometheusListen, nil, "http/prometheus", &addrs.Prometheus},
+			listenSpec{cfg.TLS.PrometheusListen, certs.prometheus, "https/prometheus", &addrs.PrometheusTLS})
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("prometheus listener: %w", err)
 		}
-		listeners = append(listeners, ln)
-		addrs.Prometheus = ln.Addr()
+		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
 		servers = append(servers, prom.New(prom.Config{
 			Broker: broker, Node: node, DataDir: cfg.DataDir, Logger: logger, Started: started,
 		}))
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http/prometheus", Addr: ln.Addr()})
-		logger.Info("Prometheus metrics listening", "addr", ln.Addr().String())
+		mgmtListeners = append(mgmtListeners, listed...)
+		for _, l := range listed {
+			logger.Info("Prometheus metrics listening", "addr", l.Addr.String(), "protocol", l.Protocol)
+		}
 	}
-	if cfg.HTTPListen != "" {
-		ln, err := net.Listen("tcp", cfg.HTTPListen)
+	if cfg.HTTPListen != "" || cfg.TLS.HTTPSListen != "" {
+		lns, listed, err := listenEach(
+			listenSpec{cfg.HTTPListen, nil, "http", &addrs.HTTP},
+			listenSpec{cfg.TLS.HTTPSListen, certs.https, "https", &addrs.HTTPS})
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("management listener: %w", err)
 		}
-		listeners = append(listeners, ln)
-		addrs.HTTP = ln.Addr()
-		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "http", Addr: ln.Addr()})
+		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
+		mgmtListeners = append(mgmtListeners, listed...)
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
 			DataDir: cfg.DataDir, Node: node,
 		}))
-		logger.Info("management HTTP API listening", "addr", ln.Addr().String())
+		for _, l := range listed {
+			logger.Info("management HTTP API listening", "addr", l.Addr.String(), "protocol", l.Protocol)
+		}
 	}
 	if cfg.DebugListen != "" {
 		ln, err := net.Listen("tcp", cfg.DebugListen)
