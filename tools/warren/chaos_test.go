@@ -35,9 +35,11 @@ import (
 //     confirms, consumers with manual acks, requeues and held messages,
 //     checked after every restart as TestKill9 checks them (see
 //     kill_test.go): a confirmed message never acked is there exactly
-//     once; a message acked at least ackGrace before the kill is never
-//     delivered again (an AMQP ack has no confirm: acks younger than
-//     ackGrace may come back, as redeliveries with the flag set);
+//     once; a message whose ack the broker had applied at least ackGrace
+//     before the kill is never delivered again (an AMQP ack has no
+//     confirm; a round trip on the channel after it tells when it was
+//     applied, see ackSync; younger acks may come back, as redeliveries
+//     with the flag set);
 //   - AMQP 0-9-1, a stream queue with small segments and a length limit
 //     (segment rolls and retention all the time): a publisher with
 //     confirms. After a restart the stream is read from its first offset
@@ -314,7 +316,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("run %d: the daemon logged errors:\n%s", run, s)
 		}
 		total.add(c.st)
-		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which acked >= %v before the kill %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
+		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which applied >= %v before the kill %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
 			run, delay, c.st.deliveredInDrain, c.st.ackedBack, ackGrace, c.st.ackedBackOld, c.st.lost, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
 		if t.Failed() && os.Getenv(chaosKillsEnv) == "" {
 			break
@@ -322,7 +324,7 @@ func TestChaos(t *testing.T) {
 	}
 	n := c.counts
 	t.Logf("chaos: %d kills, %d restarts in %v (seed %d)", n.kills, n.restarts, time.Since(began).Round(time.Millisecond), seed)
-	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d acked >= %v before a kill), unflagged %d, under-counted %d, lost %d, duplicates %d",
+	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied >= %v before a kill), unflagged %d, under-counted %d, lost %d, duplicates %d",
 		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, ackGrace,
 		total.unflagged, total.underCount, total.lost, total.dupes)
 	t.Logf("AMQP stream queue: published %d, confirmed %d; read back %d messages, %d present at the last restart",
