@@ -324,8 +324,8 @@ func TestChaos(t *testing.T) {
 	}
 	n := c.counts
 	t.Logf("chaos: %d kills, %d restarts in %v (seed %d)", n.kills, n.restarts, time.Since(began).Round(time.Millisecond), seed)
-	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied >= %v before a kill), unflagged %d, under-counted %d, lost %d, duplicates %d",
-		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, ackGrace,
+	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied >= %v before a kill; the one applied longest before: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
+		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, ackGrace, total.maxBackAge.Round(time.Millisecond),
 		total.unflagged, total.underCount, total.lost, total.dupes)
 	t.Logf("AMQP stream queue: published %d, confirmed %d; read back %d messages, %d present at the last restart",
 		n.sqPublished, n.sqConfirmed, n.sqRead, n.sqRetained)
