@@ -114,6 +114,14 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Logger receives recovery and retention events; nil discards them.
 	Logger *slog.Logger
+	// TrustTail says the machine has not restarted since the stream was
+	// last written, so its page cache still held everything written: a
+	// crash of the process can only have torn the tail of the last
+	// segment, and Open checks only the tail (segment.Open). Unset, the
+	// safe default, Open validates every chunk of the last segment
+	// (segment.Recover), which a power cut can damage anywhere after its
+	// last sync.
+	TrustTail bool
 }
 
 func (o Options) withDefaults() Options {

@@ -95,7 +95,15 @@ func openWriter(s *Stream) (*writer, error) {
 		w.segs = []*segRef{w.activeRef}
 	} else {
 		last := bases[len(bases)-1]
-		seg, rec, err := segment.Open(s.dir, last)
+		// The last segment may hold what was never synced: a power cut
+		// can damage it anywhere after the last sync, so every chunk is
+		// validated unless the caller knows there was none since
+		// (TrustTail). The others were synced whole at the roll.
+		open := segment.Recover
+		if s.opts.TrustTail {
+			open = segment.Open
+		}
+		seg, rec, err := open(s.dir, last)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/warren-mq/warren/queues/qerr"
 )
 
@@ -46,7 +47,17 @@ type catalog struct {
 }
 
 func openCatalog(dir string, log *slog.Logger) (*catalog, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log}})
+	return openCatalogFS(dir, log, nil)
+}
+
+// openCatalogFS is openCatalog on the file system fs (nil: the OS's);
+// the power-cut tests pass pebble's crashable in-memory one.
+func openCatalogFS(dir string, log *slog.Logger, fs vfs.FS) (*catalog, error) {
+	opts := &pebble.Options{Logger: pebbleLogger{log}}
+	if fs != nil {
+		opts.FS = fs
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("queues: open catalog %s: %w", dir, err)
 	}

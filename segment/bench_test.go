@@ -269,3 +269,58 @@ func benchRawRead(b *testing.B, s *Segment, shape benchShape) {
 	b.StopTimer()
 	reportMsgs(b, b.N)
 }
+
+// BenchmarkOpen opens a closed 64 MiB segment of 100-message chunks of
+// 1 KiB messages with Open (the tail only) and with Recover (every
+// chunk: what a stream's open pays for its last segment); MB/s counts
+// the segment's bytes.
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	shape := benchShape{msgSize: 1024, entries: 100}
+	s, err := Create(dir, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entry := shape.entry()
+	var bld Builder
+	var buf []byte
+	var hdrs []Header
+	next := uint64(0)
+	for s.Size() < benchReadFileBytes {
+		buf, hdrs = buf[:0], hdrs[:0]
+		for range shape.chunksPerBatch() {
+			bld.Begin(buf, ChunkUser, next, 0)
+			for range shape.entries {
+				if err := bld.AddEntry(entry, 1, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var h Header
+			buf, h = bld.Finish(1, 1, nil)
+			hdrs = append(hdrs, h)
+			next = h.NextOffset()
+		}
+		if err := s.Append(buf, hdrs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	size := s.Size()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, fn := range []struct {
+		name string
+		open func(string, uint64) (*Segment, Recovery, error)
+	}{{"Open", Open}, {"Recover", Recover}} {
+		b.Run(fn.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				s, rec, err := fn.open(dir, 0)
+				if err != nil || rec.Repaired() {
+					b.Fatalf("%+v, %v", rec, err)
+				}
+				s.Close()
+			}
+		})
+	}
+}

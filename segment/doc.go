@@ -138,8 +138,28 @@
 //
 // Open validates only the tail: the last index record must point at a
 // chunk whose header, check and data CRC are valid and which ends inside
-// the file; invalid records are dropped from the end. Chunks after the last
-// valid indexed chunk are then validated one by one and indexed; the file
-// is truncated at the first invalid one. Nothing before the damage is lost
-// and the cost does not depend on the number of chunks before the tail.
+// the file; invalid records are dropped from the end. Chunks after the
+// last valid indexed chunk are then validated one by one and indexed; the
+// file is truncated at the first invalid one. Nothing before the damage
+// is lost and the cost does not depend on the number of chunks before the
+// tail. That is all a killed process can leave: the page cache still
+// holds everything it wrote.
+//
+// Recover validates every chunk from the first (header, check, data CRC,
+// whole inside the file, id following on from the chunk before),
+// truncates the file at the first that fails and keeps the index records
+// that agree with the valid chunks. A power cut can leave more than a
+// torn tail of what was written after the last sync: pages written back
+// out of order (a zeroed chunk in the middle behind a valid last chunk,
+// with an index describing them all), an index ahead of its segment or a
+// segment ahead of its index, a tail of zeros where the size reached the
+// disk and the data did not. Both empty a file whose header is a prefix
+// of the expected one followed by zeros (created and never synced:
+// nothing in it was synced either). Segment.Synced is the extent the last
+// Sync made durable; a power cut keeps at least that. A stream (package
+// osiris) uses Recover for its last segment unless the machine has not
+// restarted since it was written (osiris.Options.TrustTail); its other
+// segments were synced whole when it rolled past them. A chunk damaged in
+// the middle by anything else (a bad disk block) also ends the segment
+// there under Recover.
 package segment

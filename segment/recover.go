@@ -23,11 +23,26 @@ func (r Recovery) Repaired() bool {
 	return r.TruncatedBytes > 0 || r.DroppedRecords > 0 || r.AddedRecords > 0 || r.IndexRebuilt
 }
 
-// Open opens the segment starting at base in dir and repairs its tail: see
-// the package documentation. The segment file must exist; a missing or
-// damaged index is rebuilt. A segment file with a foreign header is an
-// ErrCorrupt error and is left untouched.
+// Open opens the segment starting at base in dir and repairs its tail:
+// see the package documentation. It trusts the chunks before the last
+// valid index record, so it suits a segment this process has opened with
+// Recover before, or one that was synced whole (a sealed segment). The
+// segment file must exist; a missing or damaged index is rebuilt. A
+// segment file with a foreign header is an ErrCorrupt error and is left
+// untouched.
 func Open(dir string, base uint64) (*Segment, Recovery, error) {
+	return open(dir, base, false)
+}
+
+// Recover opens the segment starting at base in dir as Open does, but
+// validates every chunk (see Recovery in the package documentation): for
+// the last segment of a stream after a crash, whose unsynced part a power
+// cut can damage anywhere, not only at the tail.
+func Recover(dir string, base uint64) (*Segment, Recovery, error) {
+	return open(dir, base, true)
+}
+
+func open(dir string, base uint64, full bool) (*Segment, Recovery, error) {
 	s := &Segment{
 		base:    base,
 		segPath: filepath.Join(dir, SegmentFileName(base)),
@@ -38,7 +53,7 @@ func Open(dir string, base uint64) (*Segment, Recovery, error) {
 	if s.seg, err = os.OpenFile(s.segPath, os.O_RDWR, 0); err != nil {
 		return nil, rec, fmt.Errorf("segment open %s: %w", s.segPath, err)
 	}
-	if err := s.recover(&rec); err != nil {
+	if err := s.recover(&rec, full); err != nil {
 		s.seg.Close()
 		if s.idx != nil {
 			s.idx.Close()
@@ -48,10 +63,17 @@ func Open(dir string, base uint64) (*Segment, Recovery, error) {
 	return s, rec, nil
 }
 
-func (s *Segment) recover(rec *Recovery) error {
+func (s *Segment) recover(rec *Recovery, full bool) error {
+	var origSize int64
+	if st, err := s.seg.Stat(); err == nil {
+		origSize = st.Size()
+	}
 	segSize, version, err := checkFileHeader(s.seg, segmentMagic)
 	if err != nil {
 		return fmt.Errorf("segment open %s: %w", s.segPath, err)
+	}
+	if segSize < origSize {
+		rec.TruncatedBytes = origSize - segSize // a torn header: emptied
 	}
 	s.version = version
 	if s.idx, err = os.OpenFile(s.idxPath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
@@ -59,6 +81,11 @@ func (s *Segment) recover(rec *Recovery) error {
 	}
 	if st, err := s.idx.Stat(); err == nil && st.Size() < FileHeaderSize {
 		rec.IndexRebuilt = true // missing, or torn before its header
+	} else if err == nil {
+		var b [FileHeaderSize]byte
+		if _, err := s.idx.ReadAt(b[:], 0); err == nil && tornHeader(b[:], indexMagic) {
+			rec.IndexRebuilt = true // created, never synced
+		}
 	}
 	idxSize, _, err := checkFileHeader(s.idx, indexMagic)
 	if err != nil {
@@ -70,10 +97,63 @@ func (s *Segment) recover(rec *Recovery) error {
 		rec.IndexRebuilt = true
 	}
 	n := int((idxSize - FileHeaderSize) / IndexRecordSize)
-	if int64(n)*IndexRecordSize+FileHeaderSize != idxSize {
-		rec.DroppedRecords++ // a partial record
+	partial := int64(n)*IndexRecordSize+FileHeaderSize != idxSize
+	if !full {
+		if partial {
+			rec.DroppedRecords++
+		}
+		return s.recoverTail(n, segSize, rec)
 	}
 
+	// Validate every chunk of the segment, from the first: a power cut
+	// can leave more than a torn tail when the page cache wrote the
+	// unsynced part back out of order (a zero page in the middle of a
+	// chunk, behind a valid last chunk), and only a full scan tells
+	// where the valid prefix ends. Then keep the index records that
+	// agree with it and write the rest.
+	ibuf, err := s.scan(segSize)
+	if err != nil {
+		return err
+	}
+	old := make([]byte, n*IndexRecordSize)
+	if _, err := s.idx.ReadAt(old, FileHeaderSize); err != nil && err != io.EOF {
+		return fmt.Errorf("segment open %s: index read: %w", s.idxPath, err)
+	}
+	same := 0
+	for same < n && same < s.count &&
+		string(old[same*IndexRecordSize:(same+1)*IndexRecordSize]) == string(ibuf[same*IndexRecordSize:(same+1)*IndexRecordSize]) {
+		same++
+	}
+	rec.DroppedRecords = n - same
+	if partial {
+		rec.DroppedRecords++
+	}
+	rec.AddedRecords = s.count - same
+	if same < n || partial {
+		if err := s.idx.Truncate(FileHeaderSize + int64(same)*IndexRecordSize); err != nil {
+			return fmt.Errorf("segment open %s: truncate index: %w", s.idxPath, err)
+		}
+	}
+	if same < s.count {
+		if _, err := s.idx.WriteAt(ibuf[same*IndexRecordSize:], FileHeaderSize+int64(same)*IndexRecordSize); err != nil {
+			return fmt.Errorf("segment open %s: index write: %w", s.idxPath, err)
+		}
+	}
+	if s.size < segSize {
+		rec.TruncatedBytes = segSize - s.size
+		if err := s.seg.Truncate(s.size); err != nil {
+			return fmt.Errorf("segment open %s: truncate: %w", s.segPath, err)
+		}
+	}
+	return nil
+}
+
+// recoverTail repairs the tail of a segment whose index has n whole
+// records: it walks back over index records that are zero or do not
+// describe a complete valid chunk, fully verifies the last survivor, then
+// validates and indexes the chunks after it.
+func (s *Segment) recoverTail(n int, segSize int64, rec *Recovery) error {
+	var err error
 	// Walk back over index records that are zero or do not describe a
 	// complete valid chunk. The last survivor is fully verified.
 	buf := make([]byte, HeaderSize+MaxBloomSize)
@@ -207,10 +287,52 @@ func (s *Segment) scanTail(segSize int64, rec *Recovery) error {
 	return nil
 }
 
+// scan validates the chunks of the segment file's first segSize bytes,
+// from the first, stopping at the first that is not whole, valid and
+// next in line (its id following on from the one before, the first
+// one's the segment's base). It sets count, size, first, last and lastH
+// to the valid prefix and returns its index records.
+func (s *Segment) scan(segSize int64) ([]byte, error) {
+	s.count, s.size = 0, FileHeaderSize
+	br := bufio.NewReaderSize(io.NewSectionReader(s.seg, s.size, segSize-s.size), 1<<20)
+	var chunk, ibuf []byte
+	pos := s.size
+	for pos+HeaderSize <= segSize {
+		hb, err := br.Peek(HeaderSize)
+		if err != nil {
+			break
+		}
+		h, err := ParseHeader(hb)
+		if err != nil || pos+h.Size() > segSize {
+			break
+		}
+		if s.count == 0 && h.ChunkID != s.base || s.count > 0 && h.ChunkID != s.lastH.NextOffset() {
+			break
+		}
+		chunk = grow(chunk[:0], int(h.Size()))
+		if _, err := io.ReadFull(br, chunk); err != nil {
+			break
+		}
+		if _, err := Verify(chunk); err != nil {
+			break
+		}
+		r := RecordFor(&h, pos)
+		ibuf = r.AppendTo(ibuf)
+		if s.count == 0 {
+			s.first = r
+		}
+		s.last, s.lastH = r, h
+		s.count++
+		pos += h.Size()
+	}
+	s.size = pos
+	return ibuf, nil
+}
+
 // checkFileHeader returns the file's size and format version after
 // checking its 8-byte header: the magic, and a version this code reads. A
-// file shorter than the header (torn creation) is given a fresh header of
-// the current version.
+// file shorter than the header or whose header is all zeros (torn
+// creation) is emptied and given a fresh header of the current version.
 func checkFileHeader(f *os.File, magic string) (int64, uint32, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -226,11 +348,33 @@ func checkFileHeader(f *os.File, magic string) (int64, uint32, error) {
 	if _, err := f.ReadAt(b[:], 0); err != nil {
 		return 0, 0, err
 	}
+	if tornHeader(b[:], magic) {
+		// Created, then a power cut before anything of it was synced: the
+		// size reached the disk, the header did not. Nothing in such a
+		// file was synced (a sync covers the header too), so it starts
+		// again empty, as a file torn before its header does.
+		if err := resetFile(f, magic); err != nil {
+			return 0, 0, err
+		}
+		return FileHeaderSize, binary.BigEndian.Uint32(appendFileHeader(nil, magic)[4:]), nil
+	}
 	v := binary.BigEndian.Uint32(b[4:])
 	if string(b[:4]) != magic || !readableVersion(magic, v) {
 		return 0, 0, fmt.Errorf("file header %q: %w", b[:], ErrCorrupt)
 	}
 	return st.Size(), v, nil
+}
+
+// tornHeader reports whether b, a file's header, is what a power cut
+// leaves of a header never synced: a prefix of the header Create writes,
+// then zeros.
+func tornHeader(b []byte, magic string) bool {
+	want := appendFileHeader(nil, magic)
+	k := 0
+	for k < len(b) && b[k] == want[k] {
+		k++
+	}
+	return k < len(b) && isZero(b[k:])
 }
 
 // resetFile truncates f to just a fresh file header.

@@ -31,6 +31,12 @@ type Segment struct {
 	lastH Header      // header of the last chunk, valid when count > 0
 	werr  error       // sticky write error
 	ibuf  []byte      // index record scratch
+	// synced is the extent the last successful Sync made durable: a
+	// power cut keeps at least this much of both files. Zero for a
+	// segment Create made (not even its file headers are synced yet)
+	// and for one Open repaired (what it read may have been in the page
+	// cache only).
+	synced Tail
 }
 
 // Tail is what a writer publishes to readers about a segment: how far its
@@ -105,6 +111,10 @@ func (s *Segment) Count() int { return s.count }
 
 // Tail is the segment's current extent (writer only).
 func (s *Segment) Tail() Tail { return Tail{Size: s.size, Count: s.count} }
+
+// Synced is the extent the last successful Sync made durable: the
+// promise of the fsync policies ("synced up to"). Writer only.
+func (s *Segment) Synced() Tail { return s.synced }
 
 // First is the index record of the first chunk; ok is false when empty
 // (writer only).
@@ -200,6 +210,7 @@ func (s *Segment) Sync() error {
 		s.werr = fmt.Errorf("segment %s: fdatasync: %w", s.idxPath, err)
 		return s.werr
 	}
+	s.synced = s.Tail()
 	return nil
 }
 

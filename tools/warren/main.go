@@ -120,9 +120,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 	if err != nil {
 		return fmt.Errorf("retention interval: %w", err)
 	}
+	boot := currentBootID()
+	trustTail := sameBoot(cfg.DataDir, boot)
+	if !trustTail {
+		logger.Info("validating every chunk of each stream's last segment: first start since the machine booted")
+	}
 	broker, err := queues.Open(cfg.DataDir, queues.Options{
 		Logger:        logger,
-		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger},
+		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger, TrustTail: trustTail},
 		LoopbackUsers: cfg.LoopbackUsers,
 		Bootstrap:     cfg.Bootstrap,
 	})
@@ -130,6 +135,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		return err
 	}
 	defer broker.Close()
+	if err := recordBoot(cfg.DataDir, boot); err != nil {
+		return err
+	}
 	stopAlarms, err := startAlarms(broker, cfg, logger)
 	if err != nil {
 		return err
