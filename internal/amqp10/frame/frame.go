@@ -303,7 +303,7 @@ func AppendTransferFrames(dst []byte, channel uint16, t *Transfer, payload []byt
 			return dst[:start], err
 		}
 		room := int64(maxFrameSize) - int64(len(dst)-fs)
-		if room <= 0 && len(payload) > 0 {
+		if room < 0 || room == 0 && len(payload) > 0 {
 			return dst[:start], fmt.Errorf("amqp10/frame: a transfer does not fit in frames of %d bytes: %w", maxFrameSize, ErrFrameTooLarge)
 		}
 		if int64(len(payload)) <= room {
