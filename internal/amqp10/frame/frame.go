@@ -258,7 +258,10 @@ func typeOf(p Performative) Type {
 
 // AppendFrame appends a frame carrying p on channel (an AMQP frame, or a
 // SASL frame for the SASL performatives, whose channel is 0). On an
-// error dst is returned unchanged.
+// error dst is returned unchanged. Being an interface, p escapes to the
+// heap: where that allocation matters (a disposition or flow per
+// message), append with BeginFrame, the performative's AppendTo and
+// EndFrame, which allocate nothing.
 func AppendFrame(dst []byte, channel uint16, p Performative) ([]byte, error) {
 	dst, start := BeginFrame(dst, typeOf(p), channel)
 	dst, err := p.AppendTo(dst)
