@@ -13,8 +13,9 @@ import (
 // dec reads them from a slice without allocating for scalar and binary
 // fields (binary values alias the input), checking every constructor
 // against the field's type; fields of type * or of compound types
-// (fields, filter-set, unsettled) go through amqp10.Decode, which is
-// bounded by the input's size. Errors are sticky and wrap ErrDecode.
+// (fields, filter-set, unsettled) go through amqp10.DecodeBudget, which
+// is bounded by the input's size and a budget of zero-width elements per
+// performative. Errors are sticky and wrap ErrDecode.
 
 // Constructor codes the performative codec reads and writes directly
 // (core §1.6). These constants are part of the wire format.
@@ -47,17 +48,25 @@ const (
 	cArray32    = 0xf0
 )
 
+// maxZeroWidthItems bounds the zero-width array elements (nulls, trues,
+// empty lists: elements without bytes to check a count against) in all
+// the values of one performative. Performatives have no use for many.
+const maxZeroWidthItems = 1024
+
 // dec reads described lists from b[:lim]. After an error every read
 // returns zero values and err keeps the first error.
 type dec struct {
 	b   []byte
 	off int
 	lim int    // end of the innermost list being read
+	zw  *int   // zero-width array elements left, shared by the values read
 	typ string // the performative or type being decoded, for errors
 	err error
 }
 
-func newDec(b []byte, typ string) dec { return dec{b: b, lim: len(b), typ: typ} }
+func newDec(b []byte, typ string) dec {
+	return dec{b: b, lim: len(b), typ: typ}
+}
 
 func (d *dec) failf(format string, args ...any) {
 	if d.err == nil {
@@ -198,7 +207,7 @@ func (d *dec) list() list {
 func (d *dec) close(l *list) {
 	for d.err == nil && l.i < l.n {
 		l.i++
-		_, n, err := amqp10.Decode(d.b[d.off:d.lim])
+		_, n, err := amqp10.DecodeBudget(d.b[d.off:d.lim], d.budget())
 		if err != nil {
 			d.failf("item %d: %v", l.i, err)
 			break
@@ -448,12 +457,23 @@ func (d *dec) symbols(l *list, field string, mandatory bool) []amqp10.Symbol {
 	return nil
 }
 
-// value reads any value with amqp10.Decode.
+// budget returns the zero-width element budget, made on first use so
+// that performatives without such values (a transfer) need not allocate
+// it: the address of a field of d would move d to the heap.
+func (d *dec) budget() *int {
+	if d.zw == nil {
+		n := maxZeroWidthItems
+		d.zw = &n
+	}
+	return d.zw
+}
+
+// value reads any value with amqp10.DecodeBudget.
 func (d *dec) value(field string) any {
 	if d.err != nil {
 		return nil
 	}
-	v, n, err := amqp10.Decode(d.b[d.off:d.lim])
+	v, n, err := amqp10.DecodeBudget(d.b[d.off:d.lim], d.budget())
 	if err != nil {
 		d.failf("field %s: %v", field, err)
 		return nil

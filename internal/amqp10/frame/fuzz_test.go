@@ -11,7 +11,8 @@ import (
 // Frames come from any client before it has authenticated, so the
 // reader and every decoder must refuse garbage without panicking and
 // without allocating out of proportion to the input (a count or size of
-// 2^32 must cost nothing), and what they accept must encode again:
+// 2^32 must cost nothing, 10 bytes of array32 with 65536 nulls must not
+// cost a megabyte), and what they accept must encode again:
 // decoding the re-encoding succeeds, and encoding is stable after one
 // round (a non-canonical input, such as an explicit default, becomes
 // canonical).
@@ -21,9 +22,9 @@ import (
 
 // allocBudget is what a decode of n input bytes may allocate: a
 // generous multiple of n (an item of one byte becomes an interface and
-// a slot in a slice that doubles) and a constant (amqp10's budget of
-// zero-width array elements, the reader's first 64 KiB chunk).
-func allocBudget(n int) uint64 { return 256*uint64(n) + 4<<20 }
+// a slot in a slice that doubles) and a constant (the reader's first
+// 64 KiB chunk, the zero-width array elements of a performative).
+func allocBudget(n int) uint64 { return 256*uint64(n) + 256<<10 }
 
 var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 

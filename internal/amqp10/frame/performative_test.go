@@ -269,6 +269,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"source wrong descriptor", TypeAMQP, `00 53 12 c0 0c 06 a1 01 'n' 43 41 40 40 00 53 29 45`, "where a source is due"},
 		{"target wrong descriptor", TypeAMQP, `00 53 12 c0 0d 07 a1 01 'n' 43 41 40 40 40 00 53 28 45`, "where a target is due"},
 		{"malformed map", TypeAMQP, `00 53 13 c0 0c 0b 40 43 43 43 40 40 40 40 40 40 c1`, "field properties"},
+		{"zero-width elements beyond the budget", TypeAMQP, `00 53 16 c0 0e 04 43 40 40 f0 00000005 000007d0 40`,
+			"2000 zero-width array elements exceed the 1024 left"},
 		{"mechanisms missing", TypeSASL, `00 53 40 45`, "mandatory field sasl-server-mechanisms is missing"},
 		{"challenge missing", TypeSASL, `00 53 42 45`, "mandatory field challenge is missing"},
 	}
