@@ -94,11 +94,28 @@
 //	|  └─ smallulong descriptor
 //	└─ described
 //
-// Decoding is bounded as amqp10's is: scalar, binary and symbol fields
+// A front end reads with a Reader over a bufio.Reader on the socket
+// (ReadProtocolHeader, then ReadFrame; SetMaxFrameSize once open is
+// exchanged), decodes a frame body with Decode, or on hot paths with
+// PeekCode and the Decode method of a struct it reuses, and writes with
+// AppendProtocolHeader, AppendFrame, AppendTransferFrame (or
+// AppendTransferFrames to split a message by the peer's max-frame-size)
+// and AppendEmptyFrame:
+//
+//	r := frame.NewReader(bufio.NewReader(conn), frame.MinMaxFrameSize)
+//	f, err := r.ReadFrame()
+//	p, payload, err := frame.Decode(f.Type, f.Body)
+//	switch p := p.(type) {
+//	case *frame.Open: ...
+//	}
+//	out, err = frame.AppendFrame(out, 0, &frame.Open{ContainerID: "warren", ...})
+//
+// Decoding is bounded as amqp10's is: scalar and binary fields
 // are read in place (a transfer's delivery tag and payload alias the
 // frame body, and a transfer without a state decodes without
 // allocating), every count is checked against the bytes that must hold
-// its items, and maps go through amqp10.Decode. A decode error wraps
+// its items, maps go through amqp10.DecodeBudget with one budget of
+// zero-width array elements per performative. A decode error wraps
 // ErrDecode (amqp:decode-error), a framing error ErrFraming
 // (amqp:connection:framing-error); ConditionOf says which.
 package frame

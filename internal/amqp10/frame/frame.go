@@ -27,8 +27,8 @@ const ProtocolHeaderSize = 8
 // header is "AMQP" 0 0 9 1.
 type ProtocolHeader [ProtocolHeaderSize]byte
 
-// Header returns the AMQP 1.0 protocol header of id.
-func Header(id ProtocolID) ProtocolHeader {
+// ProtocolHeaderOf returns the AMQP 1.0 protocol header of id.
+func ProtocolHeaderOf(id ProtocolID) ProtocolHeader {
 	return ProtocolHeader{'A', 'M', 'Q', 'P', byte(id), 1, 0, 0}
 }
 
@@ -224,7 +224,7 @@ func (r *Reader) read(n int) ([]byte, error) {
 
 // AppendProtocolHeader appends the protocol header of id.
 func AppendProtocolHeader(dst []byte, id ProtocolID) []byte {
-	h := Header(id)
+	h := ProtocolHeaderOf(id)
 	return append(dst, h[:]...)
 }
 

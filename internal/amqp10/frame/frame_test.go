@@ -44,7 +44,7 @@ func TestProtocolHeader(t *testing.T) {
 	if got := string(AppendProtocolHeader(nil, ProtocolSASL)); got != "AMQP\x03\x01\x00\x00" {
 		t.Fatalf("AppendProtocolHeader = %q", got)
 	}
-	if got := Header(ProtocolAMQP).String(); got != "AMQP 0 1 0 0" {
+	if got := ProtocolHeaderOf(ProtocolAMQP).String(); got != "AMQP 0 1 0 0" {
 		t.Fatalf("String = %q", got)
 	}
 }
@@ -96,7 +96,7 @@ func TestReader(t *testing.T) {
 		'AMQP' 00 01 00 00
 		0000000c 02 00 00`)
 	r := NewReader(bytes.NewReader(in), MinMaxFrameSize)
-	if h, err := r.ReadProtocolHeader(); err != nil || h != Header(ProtocolSASL) {
+	if h, err := r.ReadProtocolHeader(); err != nil || h != ProtocolHeaderOf(ProtocolSASL) {
 		t.Fatalf("ReadProtocolHeader = %v, %v", h, err)
 	}
 	f, err := r.ReadFrame()
@@ -114,7 +114,7 @@ func TestReader(t *testing.T) {
 	if _, _, err := Decode(f.Type, f.Body); !errors.Is(err, ErrDecode) {
 		t.Fatalf("end with a payload decoded: %v", err)
 	}
-	if h, err := r.ReadProtocolHeader(); err != nil || h != Header(ProtocolAMQP) {
+	if h, err := r.ReadProtocolHeader(); err != nil || h != ProtocolHeaderOf(ProtocolAMQP) {
 		t.Fatalf("second header = %v, %v", h, err)
 	}
 	if _, err := r.ReadFrame(); err != io.ErrUnexpectedEOF {

@@ -53,7 +53,6 @@ type captured struct {
 // script is the server's side of one connection: it reads go-amqp's
 // frames, checks them, and answers with frames this codec encodes.
 type script struct {
-	t    *testing.T
 	conn net.Conn
 	bw   *bufio.Writer
 	r    *Reader
@@ -147,7 +146,7 @@ func serve(t *testing.T, l net.Listener, fn func(s *script) error) func() ([]cap
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(20 * time.Second))
-		s = script{t: t, conn: c, r: NewReader(bufio.NewReader(c), 1<<20)}
+		s = script{conn: c, r: NewReader(bufio.NewReader(c), 1<<20)}
 		done <- fn(&s)
 	}()
 	return func() ([]captured, error) {

@@ -9,7 +9,8 @@ import (
 // Performative is the body of a frame: the nine AMQP performatives and
 // the five SASL frames. Decode reads one from the start of b and returns
 // the bytes after it (a transfer's payload, aliasing b); fields that are
-// absent or null take their spec defaults. AppendTo appends it in the
+// absent or null take their spec defaults, binary fields (a delivery
+// tag, a SASL response) alias b, strings and symbols are copies. AppendTo appends it in the
 // compact form: fields holding their default are null, trailing nulls
 // are left out, every value takes its smallest constructor.
 type Performative interface {
