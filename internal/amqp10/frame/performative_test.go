@@ -2,8 +2,10 @@ package frame
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -349,5 +351,37 @@ func TestLifetimePolicy(t *testing.T) {
 	}
 	if _, ok := LifetimePolicy(amqp10.Described{Descriptor: uint64(CodeSource)}); ok {
 		t.Fatal("a source is not a lifetime policy")
+	}
+}
+
+// Ensure hostile counts cost memory in proportion to the input: a list,
+// array or binary claiming 2^32 items or bytes, and extension fields of
+// zero-width arrays (10 bytes claim 65536 nulls each) that amqp10.Decode
+// alone would let cost a megabyte apiece.
+func TestDecodeAllocationBound(t *testing.T) {
+	fields := []byte{0x00, 0x53, 0x16, 0xd0, 0, 0, 0, 0, 0, 0, 0, 0, 0x43, 0x40, 0x40} // detach handle 0
+	count := 3
+	for range 100 {
+		fields = append(fields, 0xf0, 0, 0, 0, 5, 0, 0, 0x03, 0xe8, 0x40) // array32 of 1000 nulls
+		count++
+	}
+	binary.BigEndian.PutUint32(fields[4:], uint32(len(fields)-8)) // size: after the size field
+	binary.BigEndian.PutUint32(fields[8:], uint32(count))
+	for _, in := range [][]byte{
+		fields,
+		testutil.HexBytes(t, `00 53 16 d0 00000005 ffffffff 43`),
+		testutil.HexBytes(t, `00 53 10 c0 12 06 a1 01 'c' 40 40 40 40 f0 00000005 ffffffff a3`),
+		testutil.HexBytes(t, `00 53 14 c0 07 03 43 43 b0 ffffffff`),
+	} {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		_, _, err := Decode(TypeAMQP, in)
+		runtime.ReadMemStats(&m1)
+		if !errors.Is(err, ErrDecode) {
+			t.Fatalf("% x: %v, want a decode error", in[:min(len(in), 16)], err)
+		}
+		if got := m1.TotalAlloc - m0.TotalAlloc; got > 64*uint64(len(in))+64<<10 {
+			t.Fatalf("% x...: %d bytes allocated %d", in[:16], len(in), got)
+		}
 	}
 }
