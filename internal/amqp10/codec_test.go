@@ -227,3 +227,16 @@ func TestCompoundForms(t *testing.T) {
 		}
 	}
 }
+
+// Ensure DecodeBudget takes zero-width array elements from a budget its
+// calls share, and refuses a value with more than are left.
+func TestDecodeBudget(t *testing.T) {
+	nulls := []byte{codeArray8, 0x02, 0x03, codeNull} // three nulls
+	budget := 5
+	if v, n, err := DecodeBudget(nulls, &budget); err != nil || n != len(nulls) || len(v.(Array)) != 3 || budget != 2 {
+		t.Fatalf("first: %v %d %v, budget %d", v, n, err, budget)
+	}
+	if _, _, err := DecodeBudget(nulls, &budget); !errors.Is(err, ErrMalformed) || budget != 2 {
+		t.Fatalf("second: %v, budget %d; want ErrMalformed, 2", err, budget)
+	}
+}

@@ -36,6 +36,20 @@ func Decode(b []byte) (v any, n int, err error) {
 	return v, d.off, nil
 }
 
+// DecodeBudget is Decode with a budget of zero-width array elements that
+// the caller keeps: the elements decoded are taken from *budget, and a
+// value with more than are left is malformed. Successive calls sharing a
+// budget bound the elements of all their values together, where Decode
+// gives each call MaxZeroWidthItems.
+func DecodeBudget(b []byte, budget *int) (v any, n int, err error) {
+	d := decoder{b: b, budget: budget}
+	v = d.value(1)
+	if d.err != nil {
+		return nil, 0, d.err
+	}
+	return v, d.off, nil
+}
+
 // decoder reads values from b. After an error every read returns zero
 // values and err stays the first error.
 type decoder struct {
@@ -117,7 +131,7 @@ func (d *decoder) charge(n int) bool {
 		return false
 	}
 	if n > *d.budget {
-		d.failf("%d zero-width array elements exceed the limit of %d", n, MaxZeroWidthItems)
+		d.failf("%d zero-width array elements exceed the %d left of the budget", n, *d.budget)
 		return false
 	}
 	*d.budget -= n

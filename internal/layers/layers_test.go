@@ -20,6 +20,7 @@ var rank = []struct {
 	level  int
 }{
 	{"internal/", 0},
+	{"internal/amqp10/frame", 1},      // the AMQP 1.0 transport, over the amqp10 types
 	{"amqp/wire/internal/specgen", 0}, // the generator's parser of the XML spec
 	{"amqp/wire", 1},
 	{"streamproto/wire", 1},
