@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/amqp1"
 	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/mgmt"
@@ -235,6 +236,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			CertLoginFrom:  cfg.TLS.CertLoginFrom,
 			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
 			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
+			// AMQP 1.0 on the same port, as RabbitMQ 4.x.
+			AMQP10: amqp1.NewServer(amqp1.Config{
+				Broker: broker, Logger: logger, MaxMessageSize: cfg.MaxMessageSize,
+				HandshakeTimeout: cfg.HandshakeTimeout, CertLoginFrom: cfg.TLS.CertLoginFrom,
+			}).Handoff,
 		})
 		for range lns {
 			servers = append(servers, srv) // one Serve per listener
