@@ -174,7 +174,7 @@ func TestDispositions(t *testing.T) {
 			t.Fatalf("settle %d: %v", i, err)
 		}
 	}
-	waitReady(t, tb, "q", 2)  // released, modified
+	waitReady(t, tb, "q", 2)   // released, modified
 	waitReady(t, tb, "dlq", 2) // rejected, undeliverable-here
 	d := get(t, ch, "q", 2)
 	if string(d[0].Body) != "m1" || string(d[1].Body) != "m3" || !d[0].Redelivered {
