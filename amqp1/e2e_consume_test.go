@@ -8,6 +8,8 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warren-mq/warren/internal/amqp10/frame"
 )
 
 func publish091(t testing.TB, ch *amqp091.Channel, q string, n int, p amqp091.Publishing) {
@@ -274,5 +276,41 @@ func TestStream(t *testing.T) {
 			}
 		}
 		rcv.Close(ctxT(t))
+	}
+}
+
+// Ensure a drain with more credit than messages (sent by hand: go-amqp
+// drains with credit 0) gets the messages there are, then a flow that
+// advances the delivery-count by the unused credit, as §2.6.7 says.
+func TestDrainRaw(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "q", nil)
+	publish091(t, ch, "q", 2, amqp091.Publishing{})
+	waitReady(t, tb, "q", 2)
+	rc := tb.raw(t)
+	rc.open(&frame.Open{ContainerID: "raw", MaxFrameSize: 65536})
+	rc.send(&frame.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100})
+	rc.send(&frame.Attach{Name: "r", Handle: 0, Role: frame.RoleReceiver, Source: &frame.Source{Address: "/queues/q"}, Target: &frame.Target{}})
+	rc.send(&frame.Flow{HasNextIncomingID: true, IncomingWindow: 100, OutgoingWindow: 100,
+		Handle: 0, HasHandle: true, DeliveryCount: 0, HasDeliveryCount: true, LinkCredit: 5, HasLinkCredit: true, Drain: true})
+	transfers := 0
+	for {
+		p, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *frame.Transfer:
+			transfers++
+		case *frame.Flow:
+			if !p.HasHandle {
+				continue
+			}
+			if transfers != 2 || !p.Drain || p.DeliveryCount != 5 || p.LinkCredit != 0 {
+				t.Fatalf("after %d transfers: flow drain %v delivery-count %d credit %d; want 2, true, 5, 0", transfers, p.Drain, p.DeliveryCount, p.LinkCredit)
+			}
+			return
+		}
 	}
 }
