@@ -3,6 +3,7 @@ package amqp1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,12 @@ type testBroker struct {
 
 func startBroker(t testing.TB, cfg Config) *testBroker {
 	t.Helper()
+	return startBrokerTLS(t, cfg, nil)
+}
+
+// startBrokerTLS is startBroker with a TLS listener when tlsCfg is set.
+func startBrokerTLS(t testing.TB, cfg Config, tlsCfg *tls.Config) *testBroker {
+	t.Helper()
 	b, err := queues.Open(t.TempDir(), queues.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +58,9 @@ func startBroker(t testing.TB, cfg Config) *testBroker {
 	if err != nil {
 		b.Close()
 		t.Fatal(err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	cfg.Broker = b
 	if cfg.SilentCloseDelay == 0 {
