@@ -138,9 +138,10 @@ func (s *session) transfer(t *frame.Transfer, payload []byte) error {
 		c.send(s.channel, &f)
 	}
 	l := s.in[t.Handle]
+	isOut := s.outs[t.Handle] != nil
 	c.mu.Unlock()
 	if l == nil {
-		if s.outs[t.Handle] != nil {
+		if isOut {
 			return nil
 		}
 		s.end(&amqpError{cond: frame.CondUnattachedHandle, desc: fmt.Sprintf("Unattached handle: %d", t.Handle)})

@@ -207,7 +207,8 @@ func (s *session) flow(f *frame.Flow) error {
 		return nil
 	}
 	c.mu.Unlock()
-	return &amqpError{cond: frame.CondUnattachedHandle, desc: fmt.Sprintf("Unattached handle: %d", f.Handle)}
+	s.end(&amqpError{cond: frame.CondUnattachedHandle, desc: fmt.Sprintf("Unattached handle: %d", f.Handle)})
+	return nil
 }
 
 // disposition settles deliveries Warren sent (role receiver: the client
