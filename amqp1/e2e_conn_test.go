@@ -137,3 +137,46 @@ func TestHostileFrames(t *testing.T) {
 		t.Fatal("attach to a missing queue succeeded")
 	}
 }
+
+// Ensure a client that stops after the SASL header is dropped once the
+// handshake timeout passes, and one that sends a transfer on a handle it
+// never attached gets its session ended with
+// amqp:session:unattached-handle while the connection stays.
+func TestHandshakeTimeoutAndUnattached(t *testing.T) {
+	tb := startBroker(t, Config{HandshakeTimeout: 100 * time.Millisecond})
+	rc := tb.raw(t)
+	rc.write(frame.AppendProtocolHeader(nil, frame.ProtocolSASL))
+	if _, err := rc.r.ReadProtocolHeader(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.next(); err != nil { // mechanisms
+		t.Fatal(err)
+	}
+	if p, err := rc.next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("silent after the header: %#v, %v; want EOF", p, err)
+	}
+
+	rc = tb.raw(t)
+	rc.open(&frame.Open{ContainerID: "raw", MaxFrameSize: 65536})
+	rc.send(&frame.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100})
+	b, _ := frame.AppendTransferFrame(nil, 0, &frame.Transfer{Handle: 7, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{0}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x00})
+	rc.write(b)
+	for {
+		p, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := p.(*frame.End); ok {
+			if e.Error == nil || e.Error.Condition != frame.CondUnattachedHandle {
+				t.Fatalf("end with %v, want unattached-handle", e.Error)
+			}
+			break
+		}
+	}
+	rc.send(&frame.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100})
+	if p, err := rc.next(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := p.(*frame.Begin); !ok {
+		t.Fatalf("a new session after the end: %#v", p)
+	}
+}
