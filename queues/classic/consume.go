@@ -207,6 +207,9 @@ func (q *Queue) Cancel(c *Consumer) {
 		return
 	}
 	c.cancelled = true
+	if q.mu.waiters > 0 {
+		q.mu.idle.Broadcast() // a DrainCredit of c stops waiting
+	}
 	if i := slices.Index(q.mu.consumers, c); i >= 0 {
 		q.mu.consumers = slices.Delete(q.mu.consumers, i, i+1)
 	}

@@ -926,6 +926,9 @@ func (q *Queue) FinishShutdown(deleted bool) error {
 	for _, c := range consumers {
 		c.cancelled = true
 	}
+	if q.mu.waiters > 0 {
+		q.mu.idle.Broadcast() // DrainCredit calls stop waiting
+	}
 	for q.mu.delivering != nil {
 		q.mu.waiters++
 		q.mu.idle.Wait()
