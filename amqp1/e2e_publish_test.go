@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -21,7 +22,11 @@ func declare(t testing.TB, ch *amqp091.Channel, q string, args amqp091.Table) {
 func get(t testing.TB, ch *amqp091.Channel, q string, n int) []amqp091.Delivery {
 	t.Helper()
 	var out []amqp091.Delivery
+	deadline := time.Now().Add(wait)
 	for len(out) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("get %s: %d messages, want %d", q, len(out), n)
+		}
 		d, ok, err := ch.Get(q, true)
 		if err != nil {
 			t.Fatalf("get %s: %v", q, err)
@@ -215,3 +220,32 @@ func TestMultiFrameTransfer(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Ensure the x-cc annotation adds routing keys, and a user-id that is
+// not the connection's user detaches the link with unauthorized-access.
+func TestCCAndUserID(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "a", nil)
+	declare(t, ch, "b", nil)
+	_, s := tb.dial(t, nil)
+	snd, err := s.NewSender(ctxT(t), "/queues/a", nil) // the default exchange: "b" reaches queue b
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := goamqp.NewMessage([]byte("cc"))
+	m.Annotations = goamqp.Annotations{"x-cc": []any{"b"}}
+	if err := snd.Send(ctxT(t), m, nil); err != nil {
+		t.Fatal(err)
+	}
+	get(t, ch, "a", 1)
+	get(t, ch, "b", 1)
+
+	m = goamqp.NewMessage([]byte("impostor"))
+	m.Properties = &goamqp.MessageProperties{UserID: []byte("admin")}
+	err = snd.Send(ctxT(t), m, nil)
+	var le *goamqp.LinkError
+	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != goamqp.ErrCondUnauthorizedAccess {
+		t.Fatalf("send with another user-id: %v, want the link detached with unauthorized-access", err)
+	}
+}

@@ -231,6 +231,31 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 		}
 		return s.detachIn(l, &amqpError{cond: frame.CondDecodeError, desc: fmt.Sprintf("failed to parse message: %v", err)})
 	}
+	if p := m.Properties; p != nil && p.Set&amqp10.PropUserID != 0 && string(p.UserID) != c.user {
+		return s.detachIn(l, &amqpError{cond: frame.CondUnauthorizedAccess, desc: fmt.Sprintf("user_id property set to '%s' but authenticated user was '%s'", p.UserID, c.user)})
+	}
+	keys := []string{""}
+	if v, ok := m.MessageAnnotations.Symbol("x-cc"); ok {
+		// More routing keys, as RabbitMQ's lookup_routing_key reads
+		// them: a list of strings.
+		cc, good := v.([]any)
+		for _, k := range cc {
+			key, isStr := k.(string)
+			if !isStr {
+				good = false
+				break
+			}
+			keys = append(keys, key)
+		}
+		if !good {
+			e := &amqpError{cond: frame.CondInvalidField, desc: fmt.Sprintf("bad value for 'x-cc' message-annotation: %v", v)}
+			if l.anonymous && !settled {
+				s.settleIn(id, frame.Rejected{Error: e.frameError()})
+				return nil
+			}
+			return s.detachIn(l, e)
+		}
+	}
 	tgt := l.tgt
 	if l.anonymous {
 		var e *amqpError
@@ -256,7 +281,8 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 	if err := c.broker.CheckTopicPermission(c.user, c.vhost, tgt.exchange, queues.PermWrite, tgt.key); err != nil {
 		return s.detachIn(l, &amqpError{cond: frame.CondUnauthorizedAccess, desc: errText(err)})
 	}
-	rm := queues.RoutingMessage{Keys: []string{tgt.key}, Props: queues.RoutingProps{
+	keys[0] = tgt.key
+	rm := queues.RoutingMessage{Keys: keys, Props: queues.RoutingProps{
 		MessageID: pv.MessageID, CorrelationID: pv.CorrelationID,
 		Timestamp: pv.Timestamp, HasTimestamp: pv.Flags&wire.FlagTimestamp != 0,
 	}}
