@@ -240,6 +240,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			AMQP10: amqp1.NewServer(amqp1.Config{
 				Broker: broker, Logger: logger, MaxMessageSize: cfg.MaxMessageSize,
 				HandshakeTimeout: cfg.HandshakeTimeout, CertLoginFrom: cfg.TLS.CertLoginFrom,
+				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
+				DefaultVHost: cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
 			}).Handoff,
 		})
 		for range lns {
