@@ -221,7 +221,7 @@ func (l *outLink) drain(sub queues.CreditedSubscription) {
 	c := l.s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.detached || l.s.ended {
+	if l.detached || l.s.ended || c.mu.closed {
 		return
 	}
 	if unused := int(l.credit) - l.pending; unused > 0 {
@@ -274,14 +274,12 @@ func (l *outLink) Cancelled(_ *queues.Queue, _ string) {
 	c := l.s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.detached || l.s.ended {
+	if l.detached || l.s.ended || c.mu.closed {
 		return
 	}
 	l.detached = true
 	delete(l.s.outs, l.handle)
-	c.send(l.s.channel, &frame.Detach{Handle: l.handle, Closed: true, Error: &frame.Error{
-		Condition: frame.CondResourceDeleted, Description: fmt.Sprintf("deleted queue '%s' in vhost '%s'", l.queue, c.vhost),
-	}})
+	c.send(l.s.channel, &frame.Detach{Handle: l.handle, Closed: true, Error: &frame.Error{Condition: frame.CondResourceDeleted}})
 }
 
 // convert encodes a delivery as the AMQP 1.0 message sent.
@@ -318,6 +316,9 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 // REQUIRES: c.mu held.
 func (s *session) sendPendingLocked() []*outDelivery {
 	c := s.c
+	if c.mu.closed {
+		return nil // no frames after close: what waits is requeued when the sessions end
+	}
 	var acks []*outDelivery
 	i := 0
 	for ; i < len(s.pending); i++ {

@@ -2,6 +2,7 @@ package amqp1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -312,5 +313,26 @@ func TestDrainRaw(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// Ensure deleting a queue detaches its consumers' links with
+// amqp:resource-deleted, as RabbitMQ does.
+func TestQueueDeletedDetaches(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "gone", nil)
+	_, s := tb.dial(t, nil)
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/gone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete("gone", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rcv.Receive(ctxT(t), nil)
+	var le *goamqp.LinkError
+	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != goamqp.ErrCondResourceDeleted {
+		t.Fatalf("receive after the delete: %v, want the link detached with resource-deleted", err)
 	}
 }

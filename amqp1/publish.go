@@ -209,7 +209,7 @@ func (s *session) settleIn(id uint32, state frame.DeliveryState) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.ended {
+	if s.ended || c.mu.closed {
 		return
 	}
 	c.send(s.channel, &frame.Disposition{Role: frame.RoleReceiver, First: id, Last: id, Settled: true, State: state})

@@ -338,7 +338,7 @@ func (s *session) reopenAfterAlarm() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.ended || !s.alarmed {
+	if s.ended || !s.alarmed || c.mu.closed {
 		return
 	}
 	s.alarmed = false
