@@ -278,6 +278,37 @@ func TestStream(t *testing.T) {
 		}
 		rcv.Close(ctxT(t))
 	}
+	// An AMQP 0-9-1 stream consumer reads them converted.
+	if err := ch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume("s", "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d := <-ds
+		if string(d.Body) != fmt.Sprintf("s%d", i) || d.Headers["i"] != int64(i) || d.Headers["x-stream-offset"] != int64(i) || d.RoutingKey != "s" {
+			t.Fatalf("0-9-1 delivery %d: %q headers %v key %q", i, d.Body, d.Headers, d.RoutingKey)
+		}
+		d.Ack(false)
+	}
+	// And what AMQP 0-9-1 publishes to the stream reads over AMQP 1.0.
+	publish091(t, ch, "s", 1, amqp091.Publishing{Headers: amqp091.Table{"h": "v"}, ContentType: "text/plain"})
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/s", &goamqp.ReceiverOptions{Credit: 1,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter(streamOffsetFilter, 0, int64(3))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rcv.Receive(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.GetData()) != "m0" || m.ApplicationProperties["h"] != "v" || m.Properties == nil || *m.Properties.ContentType != "text/plain" ||
+		m.Annotations["x-stream-offset"] != int64(3) || m.Annotations["x-routing-key"] != "s" {
+		t.Fatalf("published over 0-9-1: %q %v %+v %v", m.GetData(), m.ApplicationProperties, m.Properties, m.Annotations)
+	}
+	rcv.AcceptMessage(ctxT(t), m)
 }
 
 // Ensure a drain with more credit than messages (sent by hand: go-amqp
