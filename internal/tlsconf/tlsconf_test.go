@@ -234,18 +234,18 @@ func TestConnInfoAndPeerName(t *testing.T) {
 	if in.PeerCertSubject != "CN=alice,O=Warren tests" || in.PeerCertIssuer != "CN=ca,O=Warren tests" || !strings.Contains(in.PeerCertValidity, " - ") {
 		t.Errorf("peer cert: %q, %q, %q", in.PeerCertSubject, in.PeerCertIssuer, in.PeerCertValidity)
 	}
-	if name, err := PeerName(cs, LoginFromDN); name != "CN=alice,O=Warren tests" || err != nil {
+	if name, err := PeerName(cs, CertLogin{From: LoginFromDN}); name != "CN=alice,O=Warren tests" || err != nil {
 		t.Errorf("PeerName(DN) = %q, %v", name, err)
 	}
-	if name, err := PeerName(cs, LoginFromCN); name != "alice" || err != nil {
+	if name, err := PeerName(cs, CertLogin{From: LoginFromCN}); name != "alice" || err != nil {
 		t.Errorf("PeerName(CN) = %q, %v", name, err)
 	}
-	if _, err := PeerName(tls.ConnectionState{}, LoginFromCN); err == nil || err.Error() != "connection peer presented no TLS (x.509) certificate" {
+	if _, err := PeerName(tls.ConnectionState{}, CertLogin{From: LoginFromCN}); err == nil || err.Error() != "connection peer presented no TLS (x.509) certificate" {
 		t.Errorf("PeerName without a certificate: %v", err)
 	}
 	unverified := cs
 	unverified.VerifiedChains = nil
-	if _, err := PeerName(unverified, LoginFromCN); err == nil || err.Error() != "TLS configuration is unsafe" {
+	if _, err := PeerName(unverified, CertLogin{From: LoginFromCN}); err == nil || err.Error() != "TLS configuration is unsafe" {
 		t.Errorf("PeerName of an unverified certificate: %v", err)
 	}
 	for _, tc := range [][4]string{

@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/alarm"
@@ -40,7 +42,16 @@ ssl_options.keyfile = /etc/warren/server.key
 ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = true
 ssl_options.versions.1 = tlsv1.3
-ssl_cert_login_from = common_name
+ssl_cert_login_from = subject_alternative_name
+ssl_cert_login_san_type = email
+ssl_cert_login_san_index = 1
+auth_mechanisms.1 = AMQPLAIN
+auth_mechanisms.2 = EXTERNAL
+anonymous_login_user = anon
+anonymous_login_pass = anonpass
+connection_max = 100
+stream.max_connections = 50
+channel_max_per_node = 1000
 management.ssl.port = 15674
 management.ssl.ip = 127.0.0.1
 management.ssl.cacertfile = /etc/warren/mgmt-ca.pem
@@ -138,8 +149,12 @@ warren.debug_listen = 127.0.0.1:6060
 				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13}},
 			Prometheus: tlsconf.Options{CACertFile: "/etc/warren/prom-ca.pem", CertFile: "/etc/warren/prom.pem", KeyFile: "/etc/warren/prom.key",
 				Versions: []uint16{tls.VersionTLS12}},
-			CertLoginFrom: "common_name",
+			CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANEmail, SANIndex: 1},
 		},
+		SASL:                sasl.Config{Mechanisms: []string{"AMQPLAIN", "EXTERNAL"}, AnonymousUser: "anon", AnonymousPass: "anonpass"},
+		ConnectionMax:       100,
+		StreamConnectionMax: 50,
+		ChannelMaxPerNode:   1000,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -150,7 +165,7 @@ warren.debug_listen = 127.0.0.1:6060
 		t.Fatal(err)
 	}
 	for _, k := range confKeys {
-		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions",
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "max_connections", "management.load_definitions",
 			// absolute or relative, not both: TestConfFileCombinations
 			"vm_memory_high_watermark.absolute", "disk_free_limit.relative") {
 			t.Errorf("key %s not in the test", k.key)
@@ -237,7 +252,19 @@ func TestConfFileCombinations(t *testing.T) {
 			return c.TLS.AMQPListen == "" && c.TLS.Options.CertFile == "/c.pem"
 		}},
 		{"advertised tls port only", "stream.advertised_tls_port = 6551\n", func(c Config) bool { return c.TLS.StreamAdvertise == ":6551" }},
-		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLoginFrom == "distinguished_name" }},
+		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLogin.From == "distinguished_name" }},
+		{"common name", "ssl_cert_login_from = common_name\n", func(c Config) bool { return c.TLS.CertLogin == tlsconf.CertLogin{From: "common_name"} }},
+		{"subject_alt_name alias", "ssl_cert_login_from = subject_alt_name\n", func(c Config) bool { return c.TLS.CertLogin.From == tlsconf.LoginFromSAN }},
+		{"mechanisms in key order", "auth_mechanisms.10 = PLAIN\nauth_mechanisms.2 = ANONYMOUS\n", func(c Config) bool {
+			return slices.Equal(c.SASL.Mechanisms, []string{"PLAIN", "ANONYMOUS"}) // RabbitMQ sorts the keys as strings
+		}},
+		{"anonymous off", "anonymous_login_user = none\n", func(c Config) bool { _, _, ok := c.SASL.AnonymousCredentials(); return !ok }},
+		{"max_connections alias", "max_connections = 7\n", func(c Config) bool { return c.ConnectionMax == 7 }},
+		{"connection_max 0 refuses all", "connection_max = 0\n", func(c Config) bool { return c.ConnectionMax == -1 }},
+		{"connection_max infinity", "connection_max = infinity\nstream.max_connections = infinity\n", func(c Config) bool {
+			return c.ConnectionMax == 0 && c.StreamConnectionMax == 0
+		}},
+		{"channel_max_per_node infinity", "channel_max_per_node = infinity\n", func(c Config) bool { return c.ChannelMaxPerNode == 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := readConf(t, tc.conf)
@@ -278,8 +305,14 @@ func TestConfFileErrors(t *testing.T) {
 		{"bad verify", "ssl_options.verify = yes\n", `w.conf:1: ssl_options.verify: "yes" is not verify_peer or verify_none`},
 		{"bad fail_if_no_peer_cert", "ssl_options.fail_if_no_peer_cert = 1\n", `w.conf:1: ssl_options.fail_if_no_peer_cert: "1" is not true or false`},
 		{"empty certfile", "ssl_options.certfile = ''\n", `w.conf:1: ssl_options.certfile: empty`},
-		{"san login", "ssl_cert_login_from = subject_alternative_name\n", `w.conf:1: ssl_cert_login_from: subject_alternative_name is not supported by Warren yet`},
-		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name`},
+		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name, subject_alternative_name, subject_alt_name`},
+		{"bad san type", "ssl_cert_login_san_type = rfc822\n", `w.conf:1: ssl_cert_login_san_type: "rfc822" is not one of dns, ip, email, uri, other_name`},
+		{"negative san index", "ssl_cert_login_san_index = -1\n", `w.conf:1: ssl_cert_login_san_index: -1 is not a non-negative integer`},
+		{"unknown mechanism", "auth_mechanisms.1 = RABBIT-CR-DEMO\n", `w.conf:1: auth_mechanisms.1: "RABBIT-CR-DEMO" is not an authentication mechanism Warren has (PLAIN, AMQPLAIN, ANONYMOUS, EXTERNAL)`},
+		{"encrypted anonymous pass", "anonymous_login_pass = encrypted:abc\n", `w.conf:1: anonymous_login_pass: RabbitMQ reads encrypted:… as an encrypted value`},
+		{"connection_max twice", "connection_max = 5\nmax_connections = 6\n", `w.conf:2: max_connections: connection_max and max_connections are the same setting, already set on line 1; keep one`},
+		{"connection_max negative", "connection_max = -1\n", `w.conf:1: connection_max: "-1" should be a non-negative integer or 'infinity'`},
+		{"channel_max_per_node zero", "channel_max_per_node = 0\n", `w.conf:1: channel_max_per_node: "0" should be positive integer or 'infinity'`},
 		{"bad tls port", "listeners.ssl.default = 0\n", `w.conf:1: listeners.ssl.default: port 0 is out of range 1-65535`},
 		{"bad https port", "management.ssl.port = x\n", `w.conf:1: management.ssl.port: "x" is not a port`},
 		{"bad https ip", "prometheus.ssl.ip = localhost\n", `w.conf:1: prometheus.ssl.ip: "localhost" is not an IP address`},

@@ -35,9 +35,10 @@ type TLSConfig struct {
 	// Options are ssl_options (AMQPS and stream), HTTPS management.ssl,
 	// Prometheus prometheus.ssl.
 	Options, HTTPS, Prometheus tlsconf.Options
-	// CertLoginFrom is ssl_cert_login_from: where SASL EXTERNAL takes
-	// the user name from (default distinguished_name, as RabbitMQ).
-	CertLoginFrom string
+	// CertLogin is ssl_cert_login_from, ssl_cert_login_san_type and
+	// ssl_cert_login_san_index: where SASL EXTERNAL takes the user name
+	// from (default distinguished_name, as RabbitMQ; confauth.go).
+	CertLogin tlsconf.CertLogin
 }
 
 // The ssl option sets, by key prefix.
@@ -65,16 +66,6 @@ func init() {
 			_, err := rabbitconf.ParsePort(e.Value)
 			return err
 		})},
-		confKey{"ssl_cert_login_from", set(func(t *tlsKeys, e rabbitconf.Entry) error {
-			switch e.Value {
-			case tlsconf.LoginFromDN, tlsconf.LoginFromCN:
-				t.loginFrom = e.Value
-				return nil
-			case "subject_alternative_name", "subject_alt_name":
-				return fmt.Errorf("%s is not supported by Warren yet (distinguished_name, common_name are)", e.Value)
-			}
-			return fmt.Errorf("%q is not one of distinguished_name, common_name", e.Value)
-		})},
 		confKey{"management.ssl.port", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setPort(sslManagement, e) })},
 		confKey{"management.ssl.ip", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setIP(sslManagement, e) })},
 		confKey{"prometheus.ssl.port", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setPort(sslPrometheus, e) })},
@@ -99,7 +90,6 @@ type confKey = struct {
 type tlsKeys struct {
 	amqps, streams               *listenerKeys
 	advertiseHost, advertisePort string
-	loginFrom                    string
 	sets                         map[string]*sslKeys // by prefix
 }
 
@@ -193,9 +183,6 @@ func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
 // finish puts the TLS keys into cfg, once all are read.
 func (t *tlsKeys) finish(s *confState) {
 	cfg := &s.cfg.TLS
-	if t.loginFrom != "" {
-		cfg.CertLoginFrom = t.loginFrom
-	}
 	// Checks across keys (a listener without a certificate, verify_peer
 	// without a CA) are made when the certificates load at start, so
 	// each key is valid on its own (warren.conf.example shows them so).
