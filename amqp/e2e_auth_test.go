@@ -1,14 +1,18 @@
 package amqp
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -206,5 +210,52 @@ func TestChannelMaxPerNode(t *testing.T) {
 			t.Fatalf("after channels closed: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ensure ssl_cert_login_from = subject_alternative_name logs an
+// amqp091-go EXTERNAL client in as the certificate's SAN of the
+// configured type and index.
+func TestTLSExternalSAN(t *testing.T) {
+	for _, tc := range []struct {
+		login tlsconf.CertLogin
+		user  string
+	}{
+		{tlsconf.CertLogin{From: tlsconf.LoginFromSAN}, "first.example"},
+		{tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANDNS, SANIndex: 1}, "second.example"},
+		{tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANEmail}, "bob@example.com"},
+		{tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANURI}, "spiffe://example/bob"},
+	} {
+		t.Run(tc.login.SANType+"/"+tc.user, func(t *testing.T) {
+			tb := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{SASL: withExternal, CertLogin: tc.login})
+			if err := tb.broker.AddUser(tc.user, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.broker.SetPermissions(tc.user, "/", queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+				t.Fatal(err)
+			}
+			spiffe, _ := url.Parse("spiffe://example/bob")
+			cert := tb.ca.ClientWith(t, "bob", func(c *x509.Certificate) {
+				c.DNSNames = []string{"first.example", "second.example"}
+				c.EmailAddresses = []string{"bob@example.com"}
+				c.URIs = []*url.URL{spiffe}
+			})
+			cfg := &tls.Config{RootCAs: tb.ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert.TLS}}
+			c, err := amqp091.DialTLS_ExternalAuth("amqps://"+tb.addr+"/", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if ci := connInfo(t, tb.broker); ci.User != tc.user || ci.AuthMechanism != "EXTERNAL" {
+				t.Fatalf("listed as %q by %s, want %q by EXTERNAL", ci.User, ci.AuthMechanism, tc.user)
+			}
+		})
+	}
+	// No name of the type at that index: refused as RabbitMQ's
+	// "no name found".
+	tb := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{SASL: withExternal,
+		CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANIP}})
+	if _, err := amqp091.DialTLS_ExternalAuth("amqps://"+tb.addr+"/", tb.clientTLS(t, "bob")); !errors.Is(err, amqp091.ErrCredentials) {
+		t.Fatalf("no IP SAN: %v, want ErrCredentials", err)
 	}
 }

@@ -1,6 +1,8 @@
 package streamproto
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"slices"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
+	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
 )
 
@@ -136,5 +140,37 @@ func TestStreamMaxConnections(t *testing.T) {
 			t.Fatalf("after the first closed: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ensure ssl_cert_login_from = subject_alternative_name logs the Go
+// stream client (EXTERNAL) in as the certificate's SAN of the configured
+// type and index.
+func TestTLSStreamExternalSAN(t *testing.T) {
+	t.Parallel()
+	tb := startTLSTestBrokerLogin(t, tlsconf.Options{VerifyPeer: true},
+		tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANDNS, SANIndex: 1})
+	if err := tb.broker.AddUser("second.example", "unused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.broker.SetPermissions("second.example", "/", queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+		t.Fatal(err)
+	}
+	cert := tb.ca.ClientWith(t, "bob", func(c *x509.Certificate) { c.DNSNames = []string{"first.example", "second.example"} })
+	cfg := &tls.Config{RootCAs: tb.ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert.TLS}}
+	opts := stream.NewEnvironmentOptions().SetUri("rabbitmq-stream+tls://" + tb.tlsAddr + "/").SetTLSConfig(cfg).
+		SetSaslConfiguration(stream.SaslConfigurationExternal)
+	env, err := stream.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.DeclareStream("san-s", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tb.broker.Conns() {
+		if ci := c.Info(); ci.User != "second.example" || ci.AuthMechanism != "EXTERNAL" {
+			t.Errorf("listed as %q by %s, want second.example by EXTERNAL", ci.User, ci.AuthMechanism)
+		}
 	}
 }

@@ -25,6 +25,13 @@ type tlsTestBroker struct {
 
 func startTLSTestBroker(t *testing.T, opts tlsconf.Options, loginFrom string) *tlsTestBroker {
 	t.Helper()
+	return startTLSTestBrokerLogin(t, opts, tlsconf.CertLogin{From: loginFrom})
+}
+
+// startTLSTestBrokerLogin is startTLSTestBroker with where EXTERNAL
+// takes the user name from.
+func startTLSTestBrokerLogin(t *testing.T, opts tlsconf.Options, login tlsconf.CertLogin) *tlsTestBroker {
+	t.Helper()
 	ca := testutil.NewCA(t, "Warren test CA")
 	srv := ca.Server(t, "localhost")
 	opts.CACertFile, opts.CertFile, opts.KeyFile = ca.CAFile, srv.CertFile, srv.KeyFile
@@ -32,7 +39,7 @@ func startTLSTestBroker(t *testing.T, opts tlsconf.Options, loginFrom string) *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tlsTestBroker{startBroker(t, brokerOpts{tls: r.Config(), sasl: withExternal, certLogin: tlsconf.CertLogin{From: loginFrom}}), ca}
+	return &tlsTestBroker{startBroker(t, brokerOpts{tls: r.Config(), sasl: withExternal, certLogin: login}), ca}
 }
 
 // withExternal is auth_mechanisms with EXTERNAL, as

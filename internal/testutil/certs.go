@@ -81,7 +81,14 @@ func (ca *CA) Client(t testing.TB, cn string) Issued {
 	return ca.issue(t, pkix.Name{CommonName: cn, Organization: []string{"Warren tests"}}, false)
 }
 
-func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
+// ClientWith issues a client certificate as Client does, its template
+// changed by edit first (subject alternative names, extensions).
+func (ca *CA) ClientWith(t testing.TB, cn string, edit func(*x509.Certificate)) Issued {
+	t.Helper()
+	return ca.issue(t, pkix.Name{CommonName: cn, Organization: []string{"Warren tests"}}, false, edit)
+}
+
+func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool, edit ...func(*x509.Certificate)) Issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -99,6 +106,9 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	for _, e := range edit {
+		e(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {

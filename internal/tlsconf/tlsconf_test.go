@@ -2,6 +2,9 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"io"
 	"net"
 	"os"
@@ -257,6 +260,70 @@ func TestConnInfoAndPeerName(t *testing.T) {
 		kx, c, h := suiteParts(tc[0])
 		if kx != tc[1] || c != tc[2] || h != tc[3] {
 			t.Errorf("suiteParts(%s) = %s %s %s, want %s %s %s", tc[0], kx, c, h, tc[1], tc[2], tc[3])
+		}
+	}
+}
+
+// Ensure subject_alternative_name takes the index-th name of the type,
+// as rabbit_ssl does: dns, email, uri, ip (in text form) and other_name
+// (its value as a string), "no name found" past the last.
+func TestPeerNameSAN(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	// The SAN extension by hand, for otherName, which crypto/x509 does
+	// not write: a UPN otherName, two DNS names, an email address, a
+	// URI and an IP address.
+	upn, err := asn1.Marshal(struct {
+		ID    asn1.ObjectIdentifier
+		Value asn1.RawValue `asn1:"tag:0,explicit"`
+	}{asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 311, 20, 2, 3}, asn1.RawValue{Tag: asn1.TagUTF8String, Bytes: []byte("alice@upn")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upnSeq asn1.RawValue
+	asn1.Unmarshal(upn, &upnSeq)
+	names := []asn1.RawValue{
+		{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: upnSeq.Bytes},
+		{Class: asn1.ClassContextSpecific, Tag: 2, Bytes: []byte("first.example")},
+		{Class: asn1.ClassContextSpecific, Tag: 1, Bytes: []byte("alice@example.com")},
+		{Class: asn1.ClassContextSpecific, Tag: 2, Bytes: []byte("second.example")},
+		{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte("spiffe://example/alice")},
+		{Class: asn1.ClassContextSpecific, Tag: 7, Bytes: []byte{192, 0, 2, 7}},
+	}
+	ext, err := asn1.Marshal(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := ca.ClientWith(t, "alice", func(c *x509.Certificate) {
+		c.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{2, 5, 29, 17}, Value: ext}}
+	})
+	leaf, err := x509.ParseCertificate(cert.TLS.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}
+	for _, tc := range []struct {
+		typ   string
+		index int
+		want  string
+	}{
+		{"", 0, "first.example"},
+		{SANDNS, 1, "second.example"},
+		{SANEmail, 0, "alice@example.com"},
+		{SANURI, 0, "spiffe://example/alice"},
+		{SANIP, 0, "192.0.2.7"},
+		{SANOtherName, 0, "alice@upn"},
+		{SANDNS, 2, ""},
+		{SANEmail, 1, ""},
+	} {
+		got, err := PeerName(cs, CertLogin{From: LoginFromSAN, SANType: tc.typ, SANIndex: tc.index})
+		if tc.want == "" {
+			if err == nil || err.Error() != "no name found" {
+				t.Errorf("%s[%d]: got %q, %v, want no name found", tc.typ, tc.index, got, err)
+			}
+			continue
+		}
+		if got != tc.want || err != nil {
+			t.Errorf("%s[%d]: got %q, %v, want %q", tc.typ, tc.index, got, err, tc.want)
 		}
 	}
 }
