@@ -38,7 +38,24 @@ type Options struct {
 	// Versions are the TLS versions allowed (tls.VersionTLS12,
 	// tls.VersionTLS13); empty means both.
 	Versions []uint16
+	// CipherSuites are ciphers.<n> (ParseCipher); empty means Go's
+	// defaults. See applyCiphers for TLS 1.3's.
+	CipherSuites []uint16
+	// Depth is the most intermediate certificates a client's chain may
+	// have between its certificate and a trusted CA, as Erlang's depth
+	// (0: signed by the CA itself); nil means 10, Erlang's default.
+	Depth *int
+	// Password decrypts an encrypted KeyFile (loadKeyPair).
+	Password string
+	// HonorCipherOrder and HonorECCOrder are accepted for RabbitMQ's
+	// honor_cipher_order and honor_ecc_order and change nothing: Go's
+	// server always chooses the suite and curve by its own order
+	// (AES-GCM first where the CPU has AES instructions, X25519 first).
+	HonorCipherOrder, HonorECCOrder bool
 }
+
+// DefaultDepth is Erlang's ssl default verification depth.
+const DefaultDepth = 10
 
 // ParseVersion reads an ssl_options.versions value: tlsv1.2 or tlsv1.3.
 // Older versions are refused: Warren speaks TLS 1.2 and 1.3 only.
@@ -102,7 +119,7 @@ func (o Options) build() (*tls.Config, error) {
 	if o.CertFile == "" || o.KeyFile == "" {
 		return nil, errors.New("tls: certfile and keyfile are both needed (the listener is on)")
 	}
-	cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+	cert, err := loadKeyPair(o.CertFile, o.KeyFile, o.Password)
 	if err != nil {
 		return nil, fmt.Errorf("tls: certfile %s, keyfile %s: %w", o.CertFile, o.KeyFile, err)
 	}
@@ -121,6 +138,14 @@ func (o Options) build() (*tls.Config, error) {
 			cfg.MinVersion, cfg.MaxVersion = min(cfg.MinVersion, v), max(cfg.MaxVersion, v)
 		}
 	}
+	if err := applyCiphers(cfg, o.CipherSuites); err != nil {
+		return nil, err
+	}
+	depth := DefaultDepth
+	if o.Depth != nil {
+		depth = *o.Depth
+	}
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error { return checkDepth(cs, depth) }
 	if o.CACertFile != "" {
 		pem, err := os.ReadFile(o.CACertFile)
 		if err != nil {
@@ -143,6 +168,21 @@ func (o Options) build() (*tls.Config, error) {
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
+}
+
+// checkDepth refuses a verified client certificate whose every chain
+// has more than depth intermediate certificates (the chain runs from the
+// client's certificate to the trusted CA's).
+func checkDepth(cs tls.ConnectionState, depth int) error {
+	if len(cs.VerifiedChains) == 0 {
+		return nil
+	}
+	for _, chain := range cs.VerifiedChains {
+		if len(chain)-2 <= depth {
+			return nil
+		}
+	}
+	return fmt.Errorf("tls: the client certificate's chain has %d intermediate certificates, more than depth %d", len(cs.VerifiedChains[0])-2, depth)
 }
 
 // Info is a TLS connection as RabbitMQ's management API shows it.

@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"io"
+	"os/exec"
 	"net"
 	"os"
 	"strings"
@@ -324,6 +325,95 @@ func TestPeerNameSAN(t *testing.T) {
 		}
 		if got != tc.want || err != nil {
 			t.Errorf("%s[%d]: got %q, %v, want %q", tc.typ, tc.index, got, err, tc.want)
+		}
+	}
+}
+
+// Ensure ParseCipher takes OpenSSL and IANA names of the suites Go
+// offers, in any case, and refuses the others.
+func TestParseCipher(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want uint16
+	}{
+		{"ECDHE-ECDSA-AES256-GCM-SHA384", tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+		{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+		{"ecdhe-rsa-chacha20-poly1305", tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256},
+		{"ECDHE-RSA-AES128-SHA", tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA},
+		{"TLS_AES_128_GCM_SHA256", tls.TLS_AES_128_GCM_SHA256},
+		{"TLS_CHACHA20_POLY1305_SHA256", tls.TLS_CHACHA20_POLY1305_SHA256},
+	} {
+		if got, err := ParseCipher(tc.name); got != tc.want || err != nil {
+			t.Errorf("ParseCipher(%s) = %#04x, %v, want %#04x", tc.name, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"DHE-RSA-AES256-GCM-SHA384", "AES128-SHA", "DES-CBC3-SHA", "ECDHE-ECDSA-AES256-SHA384", "RC4-SHA", ""} {
+		if _, err := ParseCipher(bad); err == nil {
+			t.Errorf("ParseCipher(%q): no error", bad)
+		}
+	}
+}
+
+// Ensure a list without TLS 1.3 suites turns TLS 1.3 off, one of TLS
+// 1.3 suites only turns TLS 1.2 off, and one at odds with versions is
+// refused.
+func TestCiphersVersions(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	srv := ca.Server(t, "server")
+	for _, tc := range []struct {
+		suites, versions []uint16
+		min, max         uint16
+		fails            bool
+	}{
+		{suites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, min: tls.VersionTLS12, max: tls.VersionTLS12},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256}, min: tls.VersionTLS13, max: tls.VersionTLS13},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, min: tls.VersionTLS12, max: tls.VersionTLS13},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256}, versions: []uint16{tls.VersionTLS12}, fails: true},
+	} {
+		r, err := Load(Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CipherSuites: tc.suites, Versions: tc.versions})
+		if tc.fails {
+			if err == nil {
+				t.Errorf("%v with %v: no error", tc.suites, tc.versions)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.cur.Load(); c.MinVersion != tc.min || c.MaxVersion != tc.max {
+			t.Errorf("%v: versions %#x-%#x, want %#x-%#x", tc.suites, c.MinVersion, c.MaxVersion, tc.min, tc.max)
+		}
+	}
+}
+
+// Ensure an encrypted keyfile loads with its password, PKCS#8 (as
+// OpenSSL 3 writes it; also from the openssl command when there is one)
+// and OpenSSL's legacy PEM encryption alike, and a wrong password is an
+// error at load.
+func TestEncryptedKey(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	srv := ca.Server(t, "server")
+	files := map[string]string{
+		"pkcs8":  testutil.EncryptKeyPKCS8(t, srv.KeyFile, "s3cret"),
+		"legacy": testutil.EncryptKeyLegacy(t, srv.KeyFile, "s3cret"),
+	}
+	if path, err := exec.LookPath("openssl"); err == nil {
+		out := srv.KeyFile + ".openssl"
+		cmd := exec.Command(path, "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", srv.KeyFile, "-out", out, "-passout", "pass:s3cret")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openssl: %v: %s", err, b)
+		}
+		files["openssl"] = out
+	}
+	for name, keyFile := range files {
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile, Password: "s3cret"}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile, Password: "wrong"}); err == nil {
+			t.Errorf("%s with a wrong password: loaded", name)
+		}
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile}); err == nil {
+			t.Errorf("%s without a password: loaded", name)
 		}
 	}
 }

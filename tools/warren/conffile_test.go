@@ -42,6 +42,12 @@ ssl_options.keyfile = /etc/warren/server.key
 ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = true
 ssl_options.versions.1 = tlsv1.3
+ssl_options.ciphers.1 = TLS_AES_256_GCM_SHA384
+ssl_options.ciphers.2 = ECDHE-ECDSA-AES256-GCM-SHA384
+ssl_options.depth = 2
+ssl_options.password = s3cret
+ssl_options.honor_cipher_order = true
+ssl_options.honor_ecc_order = true
 ssl_cert_login_from = subject_alternative_name
 ssl_cert_login_san_type = email
 ssl_cert_login_san_index = 1
@@ -61,6 +67,11 @@ management.ssl.verify = verify_peer
 management.ssl.fail_if_no_peer_cert = false
 management.ssl.versions.1 = tlsv1.2
 management.ssl.versions.2 = tlsv1.3
+management.ssl.ciphers.1 = TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+management.ssl.depth = 0
+management.ssl.password = mgmt-pass
+management.ssl.honor_cipher_order = false
+management.ssl.honor_ecc_order = false
 prometheus.ssl.port = 15694
 prometheus.ssl.ip = 127.0.0.1
 prometheus.ssl.cacertfile = /etc/warren/prom-ca.pem
@@ -69,6 +80,11 @@ prometheus.ssl.keyfile = /etc/warren/prom.key
 prometheus.ssl.verify = verify_none
 prometheus.ssl.fail_if_no_peer_cert = false
 prometheus.ssl.versions.1 = tlsv1.2
+prometheus.ssl.ciphers.1 = ecdhe-rsa-chacha20-poly1305
+prometheus.ssl.depth = 5
+prometheus.ssl.password = prom-pass
+prometheus.ssl.honor_cipher_order = true
+prometheus.ssl.honor_ecc_order = true
 stream.advertised_host = stream.example.com
 stream.advertised_port = 6552
 stream.frame_max = 524288
@@ -144,11 +160,15 @@ warren.debug_listen = 127.0.0.1:6060
 			AMQPListen: ":5671", StreamListen: "127.0.0.1:5551", StreamAdvertise: "tls.example.com:6551",
 			HTTPSListen: "127.0.0.1:15674", PrometheusListen: "127.0.0.1:15694",
 			Options: tlsconf.Options{CACertFile: "/etc/warren/ca.pem", CertFile: "/etc/warren/server.pem", KeyFile: "/etc/warren/server.key",
-				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13}},
+				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13},
+				CipherSuites: []uint16{tls.TLS_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+				Depth:        intp(2), Password: "s3cret", HonorCipherOrder: true, HonorECCOrder: true},
 			HTTPS: tlsconf.Options{CACertFile: "/etc/warren/mgmt-ca.pem", CertFile: "/etc/warren/mgmt.pem", KeyFile: "/etc/warren/mgmt.key",
-				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13}},
+				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13},
+				CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, Depth: intp(0), Password: "mgmt-pass"},
 			Prometheus: tlsconf.Options{CACertFile: "/etc/warren/prom-ca.pem", CertFile: "/etc/warren/prom.pem", KeyFile: "/etc/warren/prom.key",
-				Versions: []uint16{tls.VersionTLS12}},
+				Versions: []uint16{tls.VersionTLS12}, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256},
+				Depth: intp(5), Password: "prom-pass", HonorCipherOrder: true, HonorECCOrder: true},
 			CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANEmail, SANIndex: 1},
 		},
 		SASL:                sasl.Config{Mechanisms: []string{"AMQPLAIN", "EXTERNAL"}, AnonymousUser: "anon", AnonymousPass: "anonpass"},
@@ -172,6 +192,8 @@ warren.debug_listen = 127.0.0.1:6060
 		}
 	}
 }
+
+func intp(n int) *int { return &n }
 
 func hasKey(entries []rabbitconf.Entry, pattern string) bool {
 	for _, e := range entries {
@@ -297,9 +319,12 @@ func TestConfFileErrors(t *testing.T) {
 		{"memory absolute fraction", "vm_memory_high_watermark.absolute = 1.5GB\n", `w.conf:1: vm_memory_high_watermark.absolute: "1.5GB" is not an amount of information`},
 		{"disk absolute 0", "disk_free_limit.absolute = 0\n", `w.conf:1: disk_free_limit.absolute: 0 (RabbitMQ: no disk alarm) is not supported by Warren yet`},
 		{"disk relative negative", "disk_free_limit.relative = -1\n", `w.conf:1: disk_free_limit.relative: -1 is out of range`},
-		{"ssl password", "ssl_options.password = secret\n", `w.conf:1: RabbitMQ's key "ssl_options.password" is not supported by Warren yet`},
-		{"ssl ciphers", "ssl_options.ciphers.1 = ECDHE-ECDSA-AES256-GCM-SHA384\n", `w.conf:1: RabbitMQ's key "ssl_options.ciphers.1" is not supported by Warren yet`},
-		{"management ssl depth", "management.ssl.depth = 2\n", `w.conf:1: key "management.ssl.depth" of RabbitMQ's rabbitmq_management plugin is not supported by Warren yet`},
+		{"ssl dhfile", "ssl_options.dhfile = /dh.pem\n", `w.conf:1: RabbitMQ's key "ssl_options.dhfile" is not supported by Warren yet`},
+		{"encrypted ssl password", "ssl_options.password = encrypted:abc\n", `w.conf:1: ssl_options.password: RabbitMQ reads encrypted:… as an encrypted value`},
+		{"unknown cipher", "ssl_options.ciphers.1 = AES-FAST\n", `w.conf:1: ssl_options.ciphers.1: "AES-FAST" is not a cipher suite Warren offers`},
+		{"DHE cipher", "management.ssl.ciphers.1 = DHE-RSA-AES256-GCM-SHA384\n", `w.conf:1: management.ssl.ciphers.1: "DHE-RSA-AES256-GCM-SHA384" is not a cipher suite Warren offers`},
+		{"management ssl depth", "management.ssl.depth = 256\n", `w.conf:1: management.ssl.depth: "256" is not a depth (0-255)`},
+		{"honor_cipher_order", "prometheus.ssl.honor_cipher_order = yes\n", `w.conf:1: prometheus.ssl.honor_cipher_order: "yes" is not true or false`},
 		{"tls 1.1", "ssl_options.versions.1 = tlsv1.1\n", `w.conf:1: ssl_options.versions.1: tlsv1.1 is not supported: Warren speaks TLS 1.2 and 1.3 only`},
 		{"bad version", "prometheus.ssl.versions.1 = tls13\n", `w.conf:1: prometheus.ssl.versions.1: "tls13" is not a TLS version`},
 		{"bad verify", "ssl_options.verify = yes\n", `w.conf:1: ssl_options.verify: "yes" is not verify_peer or verify_none`},

@@ -17,9 +17,10 @@ import (
 // stream TLS listeners (listeners.ssl.*, stream.listeners.ssl.*) share
 // ssl_options.*; the management API's HTTPS listener has
 // management.ssl.*, the Prometheus endpoint's prometheus.ssl.*. Each
-// option set takes cacertfile, certfile, keyfile, verify,
-// fail_if_no_peer_cert and versions.<n>; any other ssl key of RabbitMQ's
-// (password, ciphers, depth, ...) stays refused as not supported.
+// option set takes cacertfile, certfile, keyfile, password, verify,
+// fail_if_no_peer_cert, depth, versions.<n>, ciphers.<n>,
+// honor_cipher_order and honor_ecc_order; any other ssl key of
+// RabbitMQ's (crl_sources, dhfile, ...) stays refused as not supported.
 
 // TLSConfig is the daemon's TLS: listen addresses (empty: off) and the
 // certificates each listener serves.
@@ -72,7 +73,8 @@ func init() {
 		confKey{"prometheus.ssl.ip", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setIP(sslPrometheus, e) })},
 	)
 	for _, prefix := range []string{sslOptions, sslManagement, sslPrometheus} {
-		for _, opt := range []string{"cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "versions.$n"} {
+		for _, opt := range []string{"cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "versions.$n",
+			"ciphers.$n", "depth", "password", "honor_cipher_order", "honor_ecc_order"} {
 			confKeys = append(confKeys, confKey{prefix + "." + opt, set(func(t *tlsKeys, e rabbitconf.Entry) error {
 				return t.option(prefix, e)
 			})})
@@ -99,6 +101,7 @@ type sslKeys struct {
 	ip, port string
 	listen   bool              // port or ip given: the HTTPS listener is on
 	versions map[string]uint16 // versions.<n>
+	ciphers  map[string]uint16 // ciphers.<n>
 }
 
 func (t *tlsKeys) amqpKeys() *listenerKeys {
@@ -167,6 +170,39 @@ func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
 		on, err := rabbitconf.ParseBool(e.Value)
 		k.opts.FailIfNoPeerCert = on
 		return err
+	case "password":
+		k.opts.Password = e.Value
+		if err := nonEmpty(e.Value); err != nil {
+			return err
+		}
+		if taggedValue.MatchString(e.Value) {
+			tag, _, _ := strings.Cut(e.Value, ":")
+			return fmt.Errorf("RabbitMQ reads %s:… as an encrypted value, which Warren does not support yet", tag)
+		}
+	case "depth":
+		n, err := rabbitconf.ParseInt(e.Value)
+		if err != nil || n < 0 || n > 255 {
+			return fmt.Errorf("%q is not a depth (0-255)", e.Value)
+		}
+		d := int(n)
+		k.opts.Depth = &d
+	case "honor_cipher_order", "honor_ecc_order":
+		on, err := rabbitconf.ParseBool(e.Value)
+		if opt == "honor_cipher_order" {
+			k.opts.HonorCipherOrder = on
+		} else {
+			k.opts.HonorECCOrder = on
+		}
+		return err
+	case "ciphers":
+		id, err := tlsconf.ParseCipher(e.Value)
+		if err != nil {
+			return err
+		}
+		if k.ciphers == nil {
+			k.ciphers = map[string]uint16{}
+		}
+		k.ciphers[e.Key] = id
 	case "versions":
 		v, err := tlsconf.ParseVersion(e.Value)
 		if err != nil {
@@ -189,6 +225,9 @@ func (t *tlsKeys) finish(s *confState) {
 	for prefix, k := range t.sets {
 		for _, key := range slices.Sorted(maps.Keys(k.versions)) {
 			k.opts.Versions = append(k.opts.Versions, k.versions[key])
+		}
+		for _, key := range slices.Sorted(maps.Keys(k.ciphers)) {
+			k.opts.CipherSuites = append(k.opts.CipherSuites, k.ciphers[key])
 		}
 		switch prefix {
 		case sslOptions:
