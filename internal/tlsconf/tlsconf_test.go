@@ -6,9 +6,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"io"
-	"os/exec"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
