@@ -217,6 +217,7 @@ type connRegistry struct {
 		// max-channels (limits.go).
 		perVHost, perUser map[string]int
 		userChannels      map[string]int
+		channels          int // all users' channels, for channel_max_per_node
 	}
 }
 

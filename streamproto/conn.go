@@ -90,6 +90,10 @@ type conn struct {
 
 	unwatch    func()
 	writerDone chan struct{}
+	// listenerConns counts the connections of the listener that accepted
+	// this one (Server.Serve), for ConnectionMax; nil in tests that make
+	// a conn directly.
+	listenerConns *atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -126,6 +130,9 @@ func (c *conn) Serve() {
 			c.nc.Close()
 		}
 	}()
+	if c.listenerConns != nil {
+		defer c.listenerConns.Add(-1)
+	}
 	c.unwatch = c.srv.broker.WatchDeletions(c.streamDeleted)
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, errCloseConn) && !c.isForced() && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
