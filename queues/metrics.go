@@ -2,6 +2,7 @@ package queues
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/warren-mq/warren/queues/classic"
 )
@@ -207,3 +208,9 @@ func (b *Broker) ProtoCounters(p Proto) CounterValues {
 // DeadLettered returns the broker's dead-letter counters
 // (classic.DeadLetterCounters).
 func (b *Broker) DeadLettered() *classic.DeadLetterCounters { return &b.deadLettered }
+
+// AckStateCovered is when the last write of the durable queues' ack
+// states that reached the disk began: every ack applied before it
+// survives a crash (classic.Persister.Covered). The zero time before
+// the first write.
+func (b *Broker) AckStateCovered() time.Time { return b.persist.Covered() }
