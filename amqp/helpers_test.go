@@ -30,6 +30,9 @@ type brokerOpts struct {
 	dir string      // data directory; a new temp dir when empty
 	cfg Config      // Broker is filled in
 	tls *tls.Config // serve TLS with it (amqps)
+	// queues are the broker's options (test hooks such as
+	// StreamOptions.BeforeCycle).
+	queues queues.Options
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -38,7 +41,7 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	b, err := queues.Open(o.dir, queues.Options{})
+	b, err := queues.Open(o.dir, o.queues)
 	if err != nil {
 		t.Fatal(err)
 	}

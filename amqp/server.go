@@ -67,6 +67,11 @@ type Config struct {
 	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
 	// offered on TLS connections only.
 	CertLoginFrom string
+	// PublishCredit bounds, in bytes, what one connection may have
+	// published that its queues' and streams' log writers have not
+	// written yet (publisher flow control, flow.go); zero means
+	// flow.DefaultLimit (4 MiB).
+	PublishCredit int64
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.

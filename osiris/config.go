@@ -114,6 +114,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Logger receives recovery and retention events; nil discards them.
 	Logger *slog.Logger
+	// BeforeCycle, when set, is called on the writer goroutine before it
+	// writes each group of batches; it may block, holding the writer.
+	// Tests use it to stand in for a slow disk; nil in production.
+	BeforeCycle func()
 }
 
 func (o Options) withDefaults() Options {
