@@ -40,6 +40,7 @@ func (c *conn) waitForCredit() error {
 		}
 		close(stop)
 	}()
+	c.ctr.FlowHolds.Add(1)
 	if !c.credit.Wait(stop) {
 		if e := c.forced.Load(); e != nil {
 			return c.closeForced(e)

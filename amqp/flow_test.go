@@ -105,8 +105,8 @@ func TestFlowControlHoldsPublisher(t *testing.T) {
 	if p := pc.credit.Peak(); p > bound {
 		t.Errorf("the broker held %d bytes of the publisher's messages; want at most %d", p, bound)
 	}
-	if pc.credit.Holds() == 0 {
-		t.Error("flow control never held the reader")
+	if pc.credit.Holds() == 0 || pc.ctr.FlowHolds.Load() != pc.credit.Holds() {
+		t.Errorf("holds: credit %d, warren_flow_control_holds_total's counter %d; want equal, above 0", pc.credit.Holds(), pc.ctr.FlowHolds.Load())
 	}
 	// The client's publishes return once written to its socket.
 	eventually(t, "the broker to read every message", func() bool { return pc.ctr.Received.Load() == n })

@@ -42,6 +42,7 @@ func (c *conn) waitForCredit() bool {
 		}
 		close(stop)
 	}()
+	c.ctr.FlowHolds.Add(1)
 	if !c.credit.Wait(stop) {
 		return false
 	}

@@ -118,6 +118,9 @@ func TestFlowControlHoldsStreamPublisher(t *testing.T) {
 	if p := pc.credit.Peak(); p > bound {
 		t.Errorf("the broker held %d bytes of the publisher's frames; want at most %d", p, bound)
 	}
+	if pc.credit.Holds() == 0 || pc.ctr.FlowHolds.Load() != pc.credit.Holds() {
+		t.Errorf("holds: credit %d, warren_flow_control_holds_total's counter %d; want equal, above 0", pc.credit.Holds(), pc.ctr.FlowHolds.Load())
+	}
 	if h := pc.credit.Held(); h != 0 {
 		t.Errorf("%d bytes of credit still held after every confirm", h)
 	}
