@@ -40,8 +40,11 @@ func (c *conn) waitForCredit() error {
 		}
 		close(stop)
 	}()
-	c.ctr.FlowHolds.Add(1)
-	if !c.credit.Wait(stop) {
+	held, ok := c.credit.Wait(stop)
+	if held {
+		c.ctr.FlowHolds.Add(1)
+	}
+	if !ok {
 		if e := c.forced.Load(); e != nil {
 			return c.closeForced(e)
 		}

@@ -42,8 +42,11 @@ func (c *conn) waitForCredit() bool {
 		}
 		close(stop)
 	}()
-	c.ctr.FlowHolds.Add(1)
-	if !c.credit.Wait(stop) {
+	held, ok := c.credit.Wait(stop)
+	if held {
+		c.ctr.FlowHolds.Add(1)
+	}
+	if !ok {
 		return false
 	}
 	return c.renewDeadline()

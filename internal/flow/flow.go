@@ -91,11 +91,12 @@ func (c *Credit) Give(n int64) {
 func (c *Credit) Spent() bool { return c.held.Load() >= c.limit }
 
 // Wait holds the reader while the credit is spent, until it is back at
-// half the limit; it returns false if stop is closed first. Callers
-// check Spent before, so that an unspent credit costs no call.
-func (c *Credit) Wait(stop <-chan struct{}) bool {
+// half the limit. held reports whether it waited at all (the credit may
+// have come back since the caller's Spent); ok is false if stop was
+// closed first.
+func (c *Credit) Wait(stop <-chan struct{}) (held, ok bool) {
 	if !c.Spent() {
-		return true
+		return false, true
 	}
 	c.holds.Add(1)
 	c.waiting.Store(true)
@@ -110,10 +111,10 @@ func (c *Credit) Wait(stop <-chan struct{}) bool {
 		select {
 		case <-c.wake:
 		case <-stop:
-			return false
+			return true, false
 		}
 	}
-	return true
+	return true, true
 }
 
 // Held is the bytes taken and not given back.

@@ -37,8 +37,8 @@ func TestCreditAccounting(t *testing.T) {
 func TestCreditWaitUnspent(t *testing.T) {
 	c := New(1000)
 	c.Take(999)
-	if !c.Wait(nil) {
-		t.Fatal("Wait on an unspent credit returned false")
+	if held, ok := c.Wait(nil); held || !ok {
+		t.Fatalf("Wait on an unspent credit = %v, %v; want false, true", held, ok)
 	}
 	if c.Holds() != 0 || c.Flow(time.Hour) {
 		t.Fatalf("holds %d, flow %v; want 0, false", c.Holds(), c.Flow(time.Hour))
@@ -54,7 +54,7 @@ func TestCreditWaitResumesAtHalf(t *testing.T) {
 			c.Take(100)
 		}
 		done := make(chan bool)
-		go func() { done <- c.Wait(nil) }()
+		go func() { held, ok := c.Wait(nil); done <- held && ok }()
 		synctest.Wait()
 		if !c.Waiting() || !c.Flow(0) || c.Holds() != 1 {
 			t.Fatalf("waiting %v, flow %v, holds %d; want true, true, 1", c.Waiting(), c.Flow(0), c.Holds())
@@ -71,7 +71,7 @@ func TestCreditWaitResumesAtHalf(t *testing.T) {
 		c.Give(100) // 500: half
 		synctest.Wait()
 		if ok := <-done; !ok {
-			t.Fatal("Wait returned false")
+			t.Fatal("Wait did not report a hold that ended")
 		}
 		if c.Waiting() || !c.Flow(5*time.Second) {
 			t.Fatalf("after the wait: waiting %v, flow(5s) %v; want false, true", c.Waiting(), c.Flow(5*time.Second))
@@ -90,11 +90,11 @@ func TestCreditWaitStop(t *testing.T) {
 		c.Take(10)
 		stop := make(chan struct{})
 		done := make(chan bool)
-		go func() { done <- c.Wait(stop) }()
+		go func() { held, ok := c.Wait(stop); done <- held && !ok }()
 		synctest.Wait()
 		close(stop)
-		if <-done {
-			t.Fatal("Wait returned true after stop")
+		if !<-done {
+			t.Fatal("Wait did not report a hold ended by stop")
 		}
 		if c.Waiting() {
 			t.Fatal("still waiting after stop")
@@ -120,8 +120,10 @@ func TestCreditNoLostWake(t *testing.T) {
 		}()
 	}
 	for i := range n {
-		if c.Spent() && !c.Wait(nil) {
-			t.Fatal("Wait returned false")
+		if c.Spent() {
+			if _, ok := c.Wait(nil); !ok {
+				t.Fatal("Wait returned not ok without stop")
+			}
 		}
 		x := int64(1 + i%7)
 		c.Take(x)
