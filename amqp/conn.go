@@ -18,6 +18,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
@@ -47,6 +48,7 @@ type conn struct {
 	tls         *tls.ConnectionState // the handshake's, once the protocol header is read; nil without TLS
 	stats       netserve.Counters    // the socket's; the reader and writer add to them
 	ctr         queues.Counters      // messages, for the Prometheus endpoint (queues/metrics.go)
+	credit      *flow.Credit         // publish flow control (flow.go)
 
 	// Set during the handshake, then read-only.
 	user          string
@@ -105,6 +107,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		writerDone:  make(chan struct{}),
 		stop:        make(chan struct{}),
 		kicked:      make(chan struct{}),
+		credit:      flow.New(s.cfg.PublishCredit),
 	}
 	c.fr = wire.NewFrameReader(c.stats.Reader(nc), 64<<10)
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -252,6 +255,11 @@ func (c *conn) run() error {
 		if isPublishFrame(f) {
 			if err := c.blockWhileAlarmed(); err != nil {
 				return err
+			}
+			if c.credit.Spent() {
+				if err := c.waitForCredit(); err != nil {
+					return err
+				}
 			}
 		}
 		if err := c.dispatch(f); err != nil {

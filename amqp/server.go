@@ -82,6 +82,11 @@ type Config struct {
 	ConnectionMax int
 	// Node is the node name in refusals ("warren@<host>" by default).
 	Node string
+	// PublishCredit bounds, in bytes, what one connection may have
+	// published that its queues' and streams' log writers have not
+	// written yet (publisher flow control, flow.go); zero means
+	// flow.DefaultLimit (4 MiB).
+	PublishCredit int64
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.

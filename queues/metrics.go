@@ -73,6 +73,9 @@ type Counters struct {
 	// ReceivedBytes are the published messages' bytes: AMQP bodies, the
 	// stream protocol's Publish frames (warren_ metric).
 	ReceivedBytes atomic.Uint64
+	// FlowHolds counts the times publisher flow control held the
+	// connection's reader (internal/flow; warren_ metric).
+	FlowHolds atomic.Uint64
 
 	Delivery [NumQTypes]DeliveryCounters
 
@@ -128,7 +131,7 @@ func (c *Counters) Deliver(qt QType, get, noAck, redelivered bool) {
 // CounterValues is a snapshot of Counters, plain numbers.
 type CounterValues struct {
 	Received, ReceivedConfirm, Routed, UnroutableDropped, UnroutableReturned, Confirmed uint64
-	ReceivedBytes                                                                       uint64
+	ReceivedBytes, FlowHolds                                                            uint64
 
 	Delivery [NumQTypes]DeliveryValues
 	Sizes    [len(SizeBuckets) + 1]uint64
@@ -149,6 +152,7 @@ func (c *Counters) addTo(v *CounterValues) {
 	v.UnroutableReturned += c.UnroutableReturned.Load()
 	v.Confirmed += c.Confirmed.Load()
 	v.ReceivedBytes += c.ReceivedBytes.Load()
+	v.FlowHolds += c.FlowHolds.Load()
 	for i := range c.Delivery {
 		d, o := &c.Delivery[i], &v.Delivery[i]
 		o.Delivered += d.Delivered.Load()

@@ -43,6 +43,8 @@ type brokerOpts struct {
 	// (0: none in tests) and HandshakeTimeout.
 	silentClose time.Duration
 	handshake   time.Duration
+	// publishCredit is the server's PublishCredit (0: the default).
+	publishCredit int64
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -77,7 +79,8 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 		silent = -1 // refusals answer at once in tests
 	}
 	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax,
-		AdvertiseTLS: tb.tlsAddr, SASL: o.sasl, CertLogin: o.certLogin, ConnectionMax: o.connectionMax, SilentCloseDelay: silent, HandshakeTimeout: o.handshake})
+		AdvertiseTLS: tb.tlsAddr, SASL: o.sasl, CertLogin: o.certLogin, ConnectionMax: o.connectionMax, SilentCloseDelay: silent, HandshakeTimeout: o.handshake,
+		PublishCredit: o.publishCredit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
@@ -85,6 +86,10 @@ type conn struct {
 		wake    chan struct{} // closed when credits rise above the threshold; nil if no one waits
 	}
 
+	// credit bounds the bytes of Publish frames handed to streams and not
+	// yet written (flow.go); static after newConn.
+	credit *flow.Credit
+
 	// pubFrames recycles Publish frames once their batch is done.
 	pubFrames sync.Pool
 
@@ -107,6 +112,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		forced:      make(chan struct{}),
 		frameMax:    s.initFrameMax,
 		writerDone:  make(chan struct{}),
+		credit:      flow.New(s.publishCredit),
 	}
 	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -252,7 +258,7 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		key := wire.Key(binary.BigEndian.Uint16(hdr[4:]))
-		if key == wire.KeyPublish && c.state == stateOpen && !c.blockWhileAlarmed() {
+		if key == wire.KeyPublish && c.state == stateOpen && (!c.blockWhileAlarmed() || !c.waitForCredit()) {
 			if c.isForced() {
 				return errForced
 			}

@@ -36,6 +36,7 @@ type Server struct {
 	handshakeWait    time.Duration
 	initFrameMax     uint32
 	silentClose      time.Duration
+	publishCredit    int64 // bytes; 0: flow.DefaultLimit
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -88,6 +89,10 @@ type Config struct {
 	// SuperStreams is the broker's super stream manager, shared with the
 	// management API (nil: the server makes its own).
 	SuperStreams *superstream.Manager
+	// PublishCredit bounds, in bytes, the Publish frames one connection
+	// may have handed to streams that their writers have not written yet
+	// (flow.go); zero means flow.DefaultLimit (4 MiB).
+	PublishCredit int64
 }
 
 // NewServer returns a server for cfg.
@@ -124,6 +129,7 @@ func NewServer(cfg Config) (*Server, error) {
 		handshakeWait:    cfg.HandshakeTimeout,
 		silentClose:      cfg.SilentCloseDelay,
 		initFrameMax:     cfg.InitialFrameMax,
+		publishCredit:    cfg.PublishCredit,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

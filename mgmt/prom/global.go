@@ -207,6 +207,11 @@ func (sc *scrape) warren(e *emitter, d *data) {
 			add(float64(b.ProtoCounters(p).ReceivedBytes), queues.ProtoNames[p])
 		}
 	})
+	e.labelled("flow_control_holds_total", "Times publisher flow control stopped reading a connection until its queues' and streams' writers had written what it had published", counter, []string{"protocol"}, func(add func(float64, ...string)) {
+		for p := range queues.NumProtos {
+			add(float64(b.ProtoCounters(p).FlowHolds), queues.ProtoNames[p])
+		}
+	})
 	per := sc.perObject()
 	obj := func(name, help string, t prometheus.ValueType, pick func(*qrow) (float64, bool)) {
 		if !per {
