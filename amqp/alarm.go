@@ -70,13 +70,16 @@ func (c *conn) blockWhileAlarmed() error {
 	return nil
 }
 
-// state is the connection's state as RabbitMQ's API shows it.
+// state is the connection's state as RabbitMQ's API shows it: an alarm
+// wins over flow control (flow.go), as in rabbit_reader.
 func (c *conn) state() string {
 	switch {
 	case c.blocked.Load():
 		return queues.StateBlocked
 	case c.broker.Alarms().Active() != 0:
 		return queues.StateBlocking
+	case c.credit.Flow(connFlowWindow):
+		return queues.StateFlow
 	}
 	return queues.StateRunning
 }

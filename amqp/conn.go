@@ -18,7 +18,9 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
@@ -46,6 +48,7 @@ type conn struct {
 	tls         *tls.ConnectionState // the handshake's, once the protocol header is read; nil without TLS
 	stats       netserve.Counters    // the socket's; the reader and writer add to them
 	ctr         queues.Counters      // messages, for the Prometheus endpoint (queues/metrics.go)
+	credit      *flow.Credit         // publish flow control (flow.go)
 
 	// Set during the handshake, then read-only.
 	user          string
@@ -85,6 +88,10 @@ type conn struct {
 	closeOnce  sync.Once
 	writerDone chan struct{}
 	stop       chan struct{} // closed by shutdown
+	// listenerConns counts the connections of the listener that accepted
+	// this one (Server.Serve), for ConnectionMax; nil in tests that make
+	// a conn directly.
+	listenerConns *atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -102,6 +109,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		writerDone:  make(chan struct{}),
 		stop:        make(chan struct{}),
 		kicked:      make(chan struct{}),
+		credit:      flow.New(s.cfg.PublishCredit),
 	}
 	c.fr = wire.NewFrameReader(c.stats.Reader(nc), 64<<10)
 	if tc, ok := nc.(*net.TCPConn); ok {
@@ -122,6 +130,9 @@ func (c *conn) Serve() {
 			c.nc.Close()
 		}
 	}()
+	if c.listenerConns != nil {
+		defer c.listenerConns.Add(-1)
+	}
 	err := c.run()
 	if c.removeFn != nil {
 		c.removeFn()
@@ -254,6 +265,11 @@ func (c *conn) run() error {
 		if isPublishFrame(f) {
 			if err := c.blockWhileAlarmed(); err != nil {
 				return err
+			}
+			if c.credit.Spent() {
+				if err := c.waitForCredit(); err != nil {
+					return err
+				}
 			}
 		}
 		if err := c.dispatch(f); err != nil {
@@ -412,13 +428,12 @@ func (c *conn) handshake() error {
 		c.out.frames(func(b []byte) []byte { return append(b, wire.ProtocolHeader[:]...) })
 		return errClosed
 	}
-	mechanisms := "PLAIN AMQPLAIN"
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		// Reading the header completed the TLS handshake.
 		cs := tc.ConnectionState()
 		c.tls = &cs
-		mechanisms += " EXTERNAL" // as rabbitmq_auth_mechanism_ssl: offered on every TLS connection
 	}
+	mechanisms := c.srv.cfg.SASL.OfferedString(c.tls != nil)
 	c.send(0, &wire.ConnectionStart{
 		VersionMajor:     0,
 		VersionMinor:     9,
@@ -487,6 +502,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.hardClose(newError(wire.ChannelError, "unexpected method in connection state opening").withMethod(m))
 	}
+	if limit := c.srv.cfg.ConnectionMax; limit != 0 && c.listenerConns != nil && c.listenerConns.Load() > int64(max(limit, 0)) {
+		// rabbit_reader's first check: ranch's count of the listener's
+		// connections, this one included, against connection_max.
+		return c.hardClose(newError(wire.NotAllowed, "connection refused: node connection limit (%d) is reached", max(limit, 0)).withMethod(open))
+	}
 	if !c.broker.VHostExists(open.VirtualHost) {
 		// rabbit_reader's connection limit check finds no vhost first.
 		return c.hardClose(newError(wire.NotAllowed, "vhost %s not found", open.VirtualHost).withMethod(open))
@@ -500,7 +520,7 @@ func (c *conn) handshake() error {
 	// and the user's max-connections.
 	remove, err := c.broker.OpenConn(c, c.user, c.vhost)
 	if err != nil {
-		return c.hardClose(connLimitError(err, c.user).withMethod(open))
+		return c.hardClose(connLimitError(err, c.user, c.srv.cfg.Node).withMethod(open))
 	}
 	c.removeFn = remove
 	c.send(0, &wire.ConnectionOpenOk{})
@@ -538,14 +558,27 @@ func limitText(v uint32) string {
 // A malformed response or a mechanism not offered is an *amqpError;
 // another error refuses the login (ACCESS_REFUSED).
 func (c *conn) authenticate(so *wire.ConnectionStartOk) (string, error) {
-	if so.Mechanism == "EXTERNAL" && c.tls != nil {
+	switch err := c.srv.cfg.SASL.Check(so.Mechanism, c.tls != nil); {
+	case errors.Is(err, sasl.ErrUnknown):
+		return "", newError(wire.CommandInvalid, "unknown authentication mechanism '%s'", so.Mechanism)
+	case err != nil:
+		return "", newError(wire.CommandInvalid, "invalid authentication mechanism '%s'", so.Mechanism)
+	}
+	switch so.Mechanism {
+	case sasl.External:
 		// As rabbitmq_auth_mechanism_ssl: the response is ignored, the
 		// name comes from the verified client certificate.
-		user, err := tlsconf.PeerName(*c.tls, c.srv.cfg.CertLoginFrom)
+		user, err := tlsconf.PeerName(*c.tls, c.srv.cfg.CertLogin)
 		if err != nil {
 			return "", err
 		}
 		_, err = c.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		return user, err
+	case sasl.Anonymous:
+		// The response (a trace string) is ignored; the login is the
+		// configured anonymous user's, loopback_users included.
+		user, pass, _ := c.srv.cfg.SASL.AnonymousCredentials()
+		_, err := c.broker.Authenticate(user, pass, c.nc.RemoteAddr())
 		return user, err
 	}
 	user, pass, aerr := parseResponse(so.Mechanism, so.Response)
@@ -628,7 +661,7 @@ func (c *conn) dispatch(f wire.Frame) error {
 		}
 		release, err := c.broker.OpenChannel(c.user)
 		if err != nil {
-			return connLimitError(err, c.user).withMethod(open)
+			return connLimitError(err, c.user, c.srv.cfg.Node).withMethod(open)
 		}
 		ch = newChannel(c, f.Channel)
 		ch.release = release

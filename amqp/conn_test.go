@@ -84,7 +84,7 @@ func TestUnknownMechanism(t *testing.T) {
 	c := rawDial(t, tb.addr)
 	c.write(wire.ProtocolHeader[:])
 	_, m := c.method()
-	if got := m.(*wire.ConnectionStart).Mechanisms; got != "PLAIN AMQPLAIN" {
+	if got := m.(*wire.ConnectionStart).Mechanisms; got != "PLAIN AMQPLAIN ANONYMOUS" {
 		t.Fatalf("mechanisms %q", got)
 	}
 	c.send(0, &wire.ConnectionStartOk{ClientProperties: wire.Table{}, Mechanism: "EXTERNAL", Response: "", Locale: "en_US"})

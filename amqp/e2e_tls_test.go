@@ -10,6 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/testutil"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
@@ -104,7 +105,7 @@ func TestTLSExternal(t *testing.T) {
 		{tlsconf.LoginFromCN, "alice"},
 	} {
 		t.Run("from="+tc.from, func(t *testing.T) {
-			tb := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{CertLoginFrom: tc.from})
+			tb := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{SASL: withExternal, CertLogin: tlsconf.CertLogin{From: tc.from}})
 			url := "amqps://" + tb.addr + "/"
 			// Unknown user: refused, and the socket closed, as for a
 			// wrong password (amqp091-go does not announce
@@ -139,6 +140,10 @@ func TestTLSExternal(t *testing.T) {
 	}
 }
 
+// withExternal is auth_mechanisms with EXTERNAL, as
+// rabbitmq_auth_mechanism_ssl's README configures it.
+var withExternal = sasl.Config{Mechanisms: []string{sasl.Plain, sasl.AMQPlain, sasl.External}}
+
 // rawTLSDial is rawDial over TLS.
 func rawTLSDial(t *testing.T, addr string, cfg *tls.Config) *rawClient {
 	t.Helper()
@@ -151,8 +156,8 @@ func rawTLSDial(t *testing.T, addr string, cfg *tls.Config) *rawClient {
 	return &rawClient{t: t, nc: nc, w: bufio.NewWriter(nc), fr: wire.NewFrameReader(nc, 64<<10)}
 }
 
-// Ensure connection.start offers EXTERNAL on TLS connections (as
-// RabbitMQ with rabbitmq_auth_mechanism_ssl does, with or without a
+// Ensure connection.start offers EXTERNAL on TLS connections when
+// configured (as RabbitMQ with rabbitmq_auth_mechanism_ssl does, with or without a
 // client certificate) and a client that hears why gets RabbitMQ's
 // refusals: an unknown user, no certificate, an unverified one.
 func TestTLSExternalRefusals(t *testing.T) {
@@ -171,12 +176,12 @@ func TestTLSExternalRefusals(t *testing.T) {
 		c.expectClose(0, 403, "ACCESS_REFUSED - Login was refused using authentication mechanism EXTERNAL. For details see the broker logfile.")
 		c.expectEOF()
 	}
-	verified := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{})
+	verified := startTLSBroker(t, tlsconf.Options{VerifyPeer: true}, Config{SASL: withExternal})
 	t.Run("unknown user", func(t *testing.T) { try(t, verified, verified.clientTLS(t, "nobody"), "PLAIN AMQPLAIN EXTERNAL") })
 	t.Run("no certificate", func(t *testing.T) { try(t, verified, verified.clientTLS(t, ""), "PLAIN AMQPLAIN EXTERNAL") })
 	// verify_none: the broker asks for no certificate; a guest user
 	// named as a client's subject still cannot log in without one.
-	unverified := startTLSBroker(t, tlsconf.Options{}, Config{CertLoginFrom: tlsconf.LoginFromCN})
+	unverified := startTLSBroker(t, tlsconf.Options{}, Config{SASL: withExternal, CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromCN}})
 	t.Run("verify_none", func(t *testing.T) { try(t, unverified, unverified.clientTLS(t, "guest"), "PLAIN AMQPLAIN EXTERNAL") })
 }
 

@@ -98,12 +98,14 @@ func erlBinary(b []byte) string {
 // connLimitError words a connection or channel refused by a vhost or
 // user limit (queues.OpenConn, OpenChannel) as rabbit_reader does: 530
 // NOT_ALLOWED, which closes the connection.
-func connLimitError(err error, user string) *amqpError {
+func connLimitError(err error, user, node string) *amqpError {
 	var le *queues.LimitError
 	if !errors.As(err, &le) {
 		return fromModel(err)
 	}
 	switch {
+	case le.Scope == "node":
+		return newError(wire.NotAllowed, "number of channels opened on node '%s' has reached the maximum allowed limit of %d", node, le.Limit)
 	case le.Scope == "vhost":
 		return newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", le.Name, user, le.Limit)
 	case le.Kind == queues.LimitMaxChannels:

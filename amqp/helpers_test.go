@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -30,6 +31,10 @@ type brokerOpts struct {
 	dir string      // data directory; a new temp dir when empty
 	cfg Config      // Broker is filled in
 	tls *tls.Config // serve TLS with it (amqps)
+	// queues configures the broker.
+	queues queues.Options
+	// listen is the listening address; 127.0.0.1:0 when empty.
+	listen string
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -38,11 +43,11 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	b, err := queues.Open(o.dir, queues.Options{})
+	b, err := queues.Open(o.dir, o.queues)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", cmp.Or(o.listen, "127.0.0.1:0"))
 	if err != nil {
 		b.Close()
 		t.Fatal(err)

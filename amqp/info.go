@@ -85,6 +85,8 @@ func (ch *channel) info() queues.ChannelInfo {
 	ch.mu.Lock()
 	if ch.mu.closed {
 		ci.State = queues.StateClosing
+	} else if ci.Publishing && c.credit.Flow(channelFlowWindow) {
+		ci.State = queues.StateFlow
 	}
 	ci.PrefetchCount = ch.mu.prefetch
 	ci.GlobalPrefetchCount = ch.mu.globalPrefetch

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -234,6 +235,12 @@ func (ch *channel) route(exchange, key string, mandatory bool, props, body []byt
 	ch.c.ctr.Routed.Add(1)
 	ch.streamMsg = streamMessage{exchange: exchange, key: key, props: props, body: body}
 	ch.pub = queues.Publishing{Record: rec, Persistent: msg.Persistent, Stream: &ch.streamMsg, SizeHint: len(props) + len(body)}
+	if done != nil {
+		// Publisher flow control (flow.go): the message holds credit
+		// until every queue has written it.
+		done.credit = int64(len(exchange)+len(key)+len(props)+len(body)) + flow.MessageOverhead
+		ch.c.credit.Take(done.credit)
+	}
 	queues.Publish(targets, &ch.pub, done.complete)
 	return nil
 }
@@ -432,6 +439,7 @@ type pubConfirm struct {
 	c         *confirms // nil: confirms are off
 	ch        *channel  // its barrier is released on completion
 	seq       uint64
+	credit    int64 // publish credit taken for it (flow.go), given back when done
 	remaining atomic.Int32
 	failed    atomic.Bool
 	done      atomic.Bool
@@ -451,7 +459,15 @@ func (p *pubConfirm) expect(n int) {
 // (the channel is closing), but the barrier is released.
 func (p *pubConfirm) drop() {
 	if p != nil && p.ch != nil && !p.done.Swap(true) {
+		p.giveCredit()
 		p.ch.barrier.release()
+	}
+}
+
+// giveCredit returns the publish's flow credit to its connection.
+func (p *pubConfirm) giveCredit() {
+	if p.credit != 0 {
+		p.ch.c.credit.Give(p.credit)
 	}
 }
 
@@ -470,6 +486,7 @@ func (p *pubConfirm) complete(err error) {
 		return
 	}
 	if p.ch != nil {
+		p.giveCredit()
 		p.ch.barrier.release()
 	}
 	if p.onDone != nil {

@@ -4,8 +4,13 @@ import (
 	"errors"
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warren-mq/warren/queues"
@@ -62,11 +67,26 @@ type Config struct {
 	// delivery is older than this; zero means 30 minutes, as RabbitMQ's
 	// consumer_timeout, and a negative value disables it.
 	ConsumerTimeout time.Duration
-	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
-	// verified client certificate: tlsconf.LoginFromDN (the default, as
-	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
-	// offered on TLS connections only.
-	CertLoginFrom string
+	// SASL is auth_mechanisms and the ANONYMOUS credentials; the zero
+	// value is RabbitMQ 4.x's PLAIN, AMQPLAIN, ANONYMOUS as guest.
+	SASL sasl.Config
+	// CertLogin is where SASL EXTERNAL takes the user name from a
+	// verified client certificate (ssl_cert_login_from and its SAN keys;
+	// the zero value is the distinguished name). EXTERNAL is offered on
+	// TLS connections only, when SASL lists it.
+	CertLogin tlsconf.CertLogin
+	// ConnectionMax bounds the connections of each listener, as
+	// RabbitMQ's connection_max (alias max_connections): connection.open
+	// beyond it is refused (530); zero means no limit, a negative value
+	// refuses every connection.
+	ConnectionMax int
+	// Node is the node name in refusals ("warren@<host>" by default).
+	Node string
+	// PublishCredit bounds, in bytes, what one connection may have
+	// published that its queues' and streams' log writers have not
+	// written yet (publisher flow control, flow.go); zero means
+	// flow.DefaultLimit (4 MiB).
+	PublishCredit int64
 	// AMQP10, when set, takes over a connection whose protocol header is
 	// AMQP 1.0's ("AMQP" id 1 0 0, any protocol id): see Handoff. Nil:
 	// such a header is refused like any other this server does not speak.
@@ -111,9 +131,20 @@ func NewServer(cfg Config) *Server {
 	if cfg.ConsumerTimeout == 0 {
 		cfg.ConsumerTimeout = DefaultConsumerTimeout
 	}
+	if cfg.Node == "" {
+		cfg.Node = DefaultNode()
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.conns = netserve.New("amqp-conn")
 	return s
+}
+
+// DefaultNode is the node name of a Server without one: "warren@" and
+// the short host name, as RabbitMQ's rabbit@<host>.
+func DefaultNode() string {
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	return "warren@" + host
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -121,7 +152,13 @@ var ErrServerClosed = errors.New("amqp: server closed")
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn { return newConn(s, nc) })
+	active := new(atomic.Int64) // the listener's connections, as ranch's active_connections
+	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn {
+		c := newConn(s, nc)
+		c.listenerConns = active
+		active.Add(1)
+		return c
+	})
 	if errors.Is(err, netserve.ErrClosed) {
 		return ErrServerClosed
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,10 @@ import (
 
 	"github.com/warren-mq/warren/internal/amqp10"
 	"github.com/warren-mq/warren/internal/amqp10/frame"
+	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
@@ -43,6 +47,7 @@ type conn struct {
 	ctr         queues.Counters
 	out         *output
 	fr          *frame.Reader // the reader goroutine's
+	credit      *flow.Credit  // publish flow control: Take by the reader, Give by store completions
 
 	// Set during the handshake, then read-only.
 	user         string
@@ -61,7 +66,9 @@ type conn struct {
 	}
 
 	forced     atomic.Pointer[string] // CloseForced's reason, for the reader
-	stop       chan struct{}          // closed to stop the writer at once
+	kicked     chan struct{}          // closed by CloseForced: wakes a reader held by flow control
+	kickOnce   sync.Once
+	stop       chan struct{} // closed to stop the writer at once
 	stopOnce   sync.Once
 	writerDone chan struct{}
 }
@@ -77,6 +84,8 @@ func newConn(s *Server, nc net.Conn, hdr frame.ProtocolHeader, buffered []byte) 
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		out:         newOutput(),
+		credit:      flow.New(s.cfg.PublishCredit),
+		kicked:      make(chan struct{}),
 		stop:        make(chan struct{}),
 		writerDone:  make(chan struct{}),
 	}
@@ -241,16 +250,13 @@ func (c *conn) readPerformative(typ frame.Type) (frame.Performative, error) {
 	}
 }
 
-// mechanisms are the SASL mechanisms offered, in RabbitMQ's default
-// order (auth_mechanisms): PLAIN, then ANONYMOUS while anonymous logins
-// are on; EXTERNAL on TLS connections.
+// mechanisms are the SASL mechanisms offered: auth_mechanisms in the
+// configured order (as RabbitMQ's 1.0 reader keeps it), ANONYMOUS while
+// an anonymous user is set, EXTERNAL on TLS connections.
 func (c *conn) mechanisms() []amqp10.Symbol {
-	ms := []amqp10.Symbol{"PLAIN"}
-	if c.cfg.AnonymousUser != "-" {
-		ms = append(ms, "ANONYMOUS")
-	}
-	if c.tls != nil {
-		ms = append(ms, "EXTERNAL")
+	var ms []amqp10.Symbol
+	for _, m := range c.cfg.SASL.Offered(c.tls != nil) {
+		ms = append(ms, amqp10.Symbol(m))
 	}
 	return ms
 }
@@ -272,11 +278,10 @@ func (c *conn) sasl() error {
 		return &amqpError{cond: frame.CondIllegalState, desc: fmt.Sprintf("expected sasl-init, got %T", p)}
 	}
 	mech := string(init.Mechanism)
-	offered := false
-	for _, m := range ms {
-		offered = offered || string(m) == mech
-	}
-	if !offered {
+	switch err := c.cfg.SASL.Check(mech, c.tls != nil); {
+	case errors.Is(err, sasl.ErrUnknown):
+		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("unknown authentication mechanism '%s'", mech)}
+	case err != nil:
 		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("invalid authentication mechanism '%s'", mech)}
 	}
 	user, err := c.authenticate(mech, init.InitialResponse)
@@ -310,7 +315,7 @@ func (c *conn) sasl() error {
 func (c *conn) authenticate(mech string, resp []byte) (string, error) {
 	remote := c.nc.RemoteAddr()
 	switch mech {
-	case "PLAIN":
+	case sasl.Plain:
 		// authzid NUL authcid NUL passwd; RabbitMQ ignores the authzid.
 		parts := strings.Split(string(resp), "\x00")
 		if len(parts) != 3 {
@@ -318,13 +323,24 @@ func (c *conn) authenticate(mech string, resp []byte) (string, error) {
 		}
 		_, err := c.broker.Authenticate(parts[1], parts[2], remote)
 		return parts[1], err
-	case "ANONYMOUS":
+	case sasl.AMQPlain:
+		// A field table without its length: LOGIN and PASSWORD.
+		t, _, err := amqptab.ReadTable(append(binary.BigEndian.AppendUint32(nil, uint32(len(resp))), resp...))
+		user, _ := t["LOGIN"].(string)
+		pass, _ := t["PASSWORD"].(string)
+		if err != nil || user == "" {
+			return "", &amqpError{cond: frame.CondDecodeError, desc: "AMQPLAIN response is not a table with LOGIN and PASSWORD"}
+		}
+		_, err = c.broker.Authenticate(user, pass, remote)
+		return user, err
+	case sasl.Anonymous:
 		// As RabbitMQ's anonymous_login_user and anonymous_login_pass
-		// (both guest by default; guest still only from loopback).
-		_, err := c.broker.AuthenticateExternal(c.cfg.AnonymousUser, remote)
-		return c.cfg.AnonymousUser, err
-	case "EXTERNAL":
-		user, err := tlsconf.PeerName(*c.tls, c.cfg.CertLoginFrom)
+		// (guest by default, so only from loopback).
+		user, pass, _ := c.cfg.SASL.AnonymousCredentials()
+		_, err := c.broker.Authenticate(user, pass, remote)
+		return user, err
+	case sasl.External:
+		user, err := tlsconf.PeerName(*c.tls, c.cfg.CertLogin)
 		if err != nil {
 			return "", err
 		}
@@ -466,6 +482,7 @@ func (c *conn) handleFrame(f frame.Frame) error {
 // behalf (queues.Conn).
 func (c *conn) CloseForced(reason string) {
 	c.forced.CompareAndSwap(nil, &reason)
+	c.kickOnce.Do(func() { close(c.kicked) })
 	// Wake a reader blocked on the socket; it sends the close.
 	c.nc.SetReadDeadline(time.Now())
 }

@@ -11,7 +11,7 @@
 //
 //	client                           Warren
 //	AMQP 3 1 0 0              →                         (AMQP 0 1 0 0 or 2 1 0 0: ← AMQP 3 1 0 0, closed)
-//	                          ←      AMQP 3 1 0 0, sasl-mechanisms PLAIN ANONYMOUS [EXTERNAL on TLS]
+//	                          ←      AMQP 3 1 0 0, sasl-mechanisms: auth_mechanisms (PLAIN AMQPLAIN ANONYMOUS)
 //	sasl-init PLAIN \0u\0p    →
 //	                          ←      sasl-outcome ok (auth: after the silent-close delay, then closed)
 //	AMQP 0 1 0 0, open        →                         hostname "vhost:<name>" picks the vhost, else "/"

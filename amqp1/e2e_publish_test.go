@@ -249,3 +249,31 @@ func TestCCAndUserID(t *testing.T) {
 		t.Fatalf("send with another user-id: %v, want the link detached with unauthorized-access", err)
 	}
 }
+
+// Ensure publisher flow control paces a connection whose credit is
+// tiny without losing or stalling anything: every message is accepted.
+func TestPublishFlowControl(t *testing.T) {
+	tb := startBroker(t, Config{PublishCredit: 1024})
+	declare(t, tb.channel(t), "q", nil)
+	_, s := tb.dial(t, nil)
+	snd, err := s.NewSender(ctxT(t), "/queues/q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receipts []goamqp.SendReceipt
+	for range 200 {
+		r, err := snd.SendWithReceipt(ctxT(t), goamqp.NewMessage(make([]byte, 1000)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts = append(receipts, r)
+	}
+	for i, r := range receipts {
+		if st, err := r.Wait(ctxT(t)); err != nil {
+			t.Fatal(err)
+		} else if _, ok := st.(*goamqp.StateAccepted); !ok {
+			t.Fatalf("message %d: %#v", i, st)
+		}
+	}
+	waitReady(t, tb, "q", 200)
+}

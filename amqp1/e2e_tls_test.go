@@ -7,14 +7,15 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/testutil"
 	"github.com/warren-mq/warren/internal/tlsconf"
 )
 
 // Ensure AMQP 1.0 works on the TLS listener (the 0-9-1 server hands over
 // the connection after the TLS handshake): PLAIN, and EXTERNAL with the
-// client certificate's common name, and the connection is listed as
-// SSL.
+// client certificate's common name (when auth_mechanisms lists it), and
+// the connection is listed as SSL.
 func TestTLS(t *testing.T) {
 	ca := testutil.NewCA(t, "Warren test CA")
 	srv := ca.Server(t, "localhost")
@@ -22,7 +23,8 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := startBrokerTLS(t, Config{CertLoginFrom: tlsconf.LoginFromCN}, r.Config())
+	tb := startBrokerTLS(t, Config{CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromCN},
+		SASL: sasl.Config{Mechanisms: []string{sasl.Plain, sasl.External}}}, r.Config())
 	clientTLS := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{ca.Client(t, "guest").TLS}}
 	for _, sasl := range []goamqp.SASLType{goamqp.SASLTypePlain("guest", "guest"), goamqp.SASLTypeExternal("")} {
 		c, err := goamqp.Dial(ctxT(t), "amqps://"+tb.addr, &goamqp.ConnOptions{SASLType: sasl, TLSConfig: clientTLS, HostName: "vhost:/"})

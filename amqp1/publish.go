@@ -8,6 +8,7 @@ import (
 	"github.com/warren-mq/warren/internal/amqp10"
 	"github.com/warren-mq/warren/internal/amqp10/frame"
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/msgconv"
 	"github.com/warren-mq/warren/queues"
 )
@@ -171,6 +172,17 @@ func (s *session) transfer(t *frame.Transfer, payload []byte) error {
 	} else if !t.HasDeliveryID {
 		return s.detachIn(l, &amqpError{cond: frame.CondInvalidField, desc: "transfer without delivery-id"})
 	}
+	if c.credit.Spent() {
+		// Publisher flow control, as package amqp's: the reader waits
+		// until the log writers have caught up with this connection.
+		held, ok := c.credit.Wait(c.kicked)
+		if held {
+			c.ctr.FlowHolds.Add(1)
+		}
+		if !ok {
+			return errClosed
+		}
+	}
 	if uint64(len(msg)) > c.cfg.MaxMessageSize {
 		return s.detachIn(l, &amqpError{cond: frame.CondMessageSizeExceeded, desc: fmt.Sprintf("message size (%d bytes) > maximum message size (%d bytes)", len(msg), c.cfg.MaxMessageSize)})
 	}
@@ -320,8 +332,9 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 	ctr.Routed.Add(1)
 	persistent := pv.Flags&wire.FlagDeliveryMode != 0 && pv.DeliveryMode == 2
 	rec := queues.EncodeRecord(nil, &queues.Message{Exchange: tgt.exchange, RoutingKey: tgt.key, Props: d.Props, Body: d.Body, Persistent: persistent})
-	pd := &pubDone{s: s, id: id, settled: settled}
+	pd := &pubDone{s: s, id: id, settled: settled, credit: int64(len(msg)) + flow.MessageOverhead}
 	pd.remaining.Store(int32(len(dsts)))
+	c.credit.Take(pd.credit)
 	sm := &streamMessage{m: &m, exchange: tgt.exchange, key: tgt.key}
 	queues.Publish(dsts, &queues.Publishing{Record: rec, Persistent: persistent, Stream: sm, SizeHint: len(msg)}, pd.complete)
 	return nil
@@ -354,6 +367,7 @@ type pubDone struct {
 	s         *session
 	id        uint32
 	settled   bool
+	credit    int64 // taken from the connection's publish credit
 	remaining atomic.Int32
 	failed    atomic.Bool
 }
@@ -363,7 +377,11 @@ func (p *pubDone) complete(err error) {
 	if err != nil {
 		p.failed.Store(true)
 	}
-	if p.remaining.Add(-1) != 0 || p.settled {
+	if p.remaining.Add(-1) != 0 {
+		return
+	}
+	p.s.c.credit.Give(p.credit)
+	if p.settled {
 		return
 	}
 	if p.failed.Load() {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/warren-mq/warren/internal/amqp10/frame"
 	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -24,9 +26,6 @@ const (
 	// (DEFAULT_MAX_INCOMING_WINDOW): transfers the client may send
 	// before Warren's next flow.
 	DefaultMaxIncomingWindow = 400
-	// DefaultAnonymousUser is anonymous_login_user: whom SASL ANONYMOUS
-	// logs in as ("" turns ANONYMOUS off).
-	DefaultAnonymousUser = "guest"
 	// initialMaxFrameSize bounds frames before open: SASL frames carry
 	// credentials, which may exceed the spec's 512.
 	initialMaxFrameSize = 4096
@@ -55,15 +54,20 @@ type Config struct {
 	// RabbitMQ's ?SILENT_CLOSE_DELAY; zero means 3 s, negative none
 	// (tests).
 	SilentCloseDelay time.Duration
-	// AnonymousUser is whom SASL ANONYMOUS logs in as; zero means
-	// DefaultAnonymousUser, "-" turns ANONYMOUS off.
-	AnonymousUser string
+	// SASL is auth_mechanisms and the ANONYMOUS credentials, the same
+	// for both AMQP versions; the zero value is RabbitMQ 4.x's PLAIN,
+	// AMQPLAIN, ANONYMOUS as guest.
+	SASL sasl.Config
 	// DefaultVHost is the vhost of an open whose hostname does not name
 	// one ("vhost:<name>"); zero means "/".
 	DefaultVHost string
-	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
-	// verified client certificate (tlsconf.LoginFromDN or LoginFromCN).
-	CertLoginFrom string
+	// CertLogin is where SASL EXTERNAL takes the user name from a
+	// verified client certificate (ssl_cert_login_from).
+	CertLogin tlsconf.CertLogin
+	// PublishCredit bounds, in bytes, what one connection may have
+	// published that the log writers have not written yet (as package
+	// amqp's publisher flow control); zero means flow.DefaultLimit.
+	PublishCredit int64
 }
 
 func (c Config) withDefaults() Config {
@@ -88,9 +92,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SilentCloseDelay == 0 {
 		c.SilentCloseDelay = 3 * time.Second
-	}
-	if c.AnonymousUser == "" {
-		c.AnonymousUser = DefaultAnonymousUser
 	}
 	if c.DefaultVHost == "" {
 		c.DefaultVHost = "/"

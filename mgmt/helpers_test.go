@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
 	"github.com/warren-mq/warren/superstream"
@@ -34,11 +35,22 @@ type testBroker struct {
 
 func startBroker(t testing.TB) *testBroker {
 	t.Helper()
+	return startBrokerWith(t, brokerOpts{})
+}
+
+// brokerOpts are test hooks and limits for startBrokerWith.
+type brokerOpts struct {
+	stream        osiris.Options // the broker's StreamOptions (BeforeCycle)
+	publishCredit int64          // both front ends' PublishCredit (0: the default)
+}
+
+func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
+	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	b, err := queues.Open(t.TempDir(), queues.Options{Logger: logger})
+	b, err := queues.Open(t.TempDir(), queues.Options{Logger: logger, StreamOptions: o.stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +66,9 @@ func startBroker(t testing.TB) *testBroker {
 	}
 	super := superstream.NewManager(b)
 	aln, sln, hln := listen(), listen(), listen()
-	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger})
-	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super, SilentCloseDelay: -1})
+	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger, PublishCredit: o.publishCredit})
+	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super, SilentCloseDelay: -1,
+		PublishCredit: o.publishCredit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,20 +267,63 @@ func (s *Server) portListener(q *request) error {
 }
 
 func (s *Server) protocolListener(q *request) error {
-	want := strings.ToLower(q.Var("protocol"))
-	alias := map[string]string{"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "stream": "stream", "http": "http", "management": "http", "prometheus": "http/prometheus"}
-	if a, ok := alias[want]; ok {
-		want = a
-	}
-	var protocols []string
+	// A comma-separated list, each name normalised as RabbitMQ's
+	// rabbit_mgmt_wm_health_check_protocol_listener does; a listener's
+	// own name has a slash (amqp/ssl), which the path carries
+	// percent-encoded (amqp%2Fssl) and the router decodes.
+	var active, missing []string
 	for _, l := range s.cfg.Listeners {
-		if l.Protocol == want {
-			return q.reply(obj{"status": "ok", "protocol": q.Var("protocol")})
+		if !slices.Contains(active, l.Protocol) {
+			active = append(active, l.Protocol)
 		}
-		protocols = append(protocols, l.Protocol)
 	}
-	writeJSON(q.w, 503, obj{"status": "failed", "reason": "No active listener", "missing": q.Var("protocol"), "protocols": protocols})
+	for _, p := range strings.Split(q.Var("protocol"), ",") {
+		p = normalizeProtocol(p)
+		if !slices.Contains(active, p) && !slices.Contains(missing, p) {
+			missing = append(missing, p)
+		}
+	}
+	if active == nil {
+		active = []string{}
+	}
+	if len(missing) == 0 {
+		return q.reply(obj{"status": "ok", "protocols": active})
+	}
+	writeJSON(q.w, 503, obj{"status": "failed", "reason": "No active listener", "missing": missing, "protocols": active})
 	return nil
+}
+
+// protocolAliases are the other names RabbitMQ's protocol-listener
+// check accepts for a listener's protocol (those of the protocols
+// Warren has and of those it has not, which are then missing).
+var protocolAliases = map[string]string{
+	"amqp091": "amqp", "amqp0.9.1": "amqp", "amqp0-9-1": "amqp", "amqp0_9_1": "amqp",
+	"amqp10": "amqp", "amqp1.0": "amqp", "amqp1-0": "amqp", "amqp1_0": "amqp",
+	"amqps":   "amqp/ssl",
+	"mqtt3.1": "mqtt", "mqtt3.1.1": "mqtt", "mqtt31": "mqtt", "mqtt311": "mqtt", "mqtt3_1": "mqtt", "mqtt3_1_1": "mqtt",
+	"mqtts": "mqtt/ssl", "mqtt+tls": "mqtt/ssl", "mqtt+ssl": "mqtt/ssl",
+	"stomp1.0": "stomp", "stomp1.1": "stomp", "stomp1.2": "stomp", "stomp10": "stomp", "stomp11": "stomp", "stomp12": "stomp",
+	"stomp1_0": "stomp", "stomp1_1": "stomp", "stomp1_2": "stomp",
+	"stomps": "stomp/ssl", "stomp+tls": "stomp/ssl", "stomp+ssl": "stomp/ssl",
+	"http1": "http", "http1.1": "http", "http_api": "http", "management": "http", "management_ui": "http", "ui": "http",
+	"cli": "clustering", "distribution": "clustering",
+	"cli/ssl": "clustering/ssl", "cli/tls": "clustering/ssl", "distribution/ssl": "clustering/ssl", "distribution/tls": "clustering/ssl",
+	"webmqtt": "http/web-mqtt", "web-mqtt": "http/web-mqtt", "web_mqtt": "http/web-mqtt",
+	"webmqtt/tls": "https/web-mqtt", "web-mqtt/tls": "https/web-mqtt", "webmqtt/ssl": "https/web-mqtt", "web-mqtt/ssl": "https/web-mqtt",
+	"webmqtt+tls": "https/web-mqtt", "web-mqtt+tls": "https/web-mqtt", "webmqtt+ssl": "https/web-mqtt", "web-mqtt+ssl": "https/web-mqtt",
+	"webstomp": "http/web-stomp", "web-stomp": "http/web-stomp", "web_stomp": "http/web-stomp",
+	"webstomp/tls": "https/web-stomp", "web-stomp/tls": "https/web-stomp", "webstomp/ssl": "https/web-stomp", "web-stomp/ssl": "https/web-stomp",
+	"webstomp+tls": "https/web-stomp", "web-stomp+tls": "https/web-stomp", "webstomp+ssl": "https/web-stomp", "web-stomp+ssl": "https/web-stomp",
+}
+
+// normalizeProtocol lowercases a protocol name and resolves its alias;
+// any other name stands for itself.
+func normalizeProtocol(p string) string {
+	p = strings.ToLower(p)
+	if a, ok := protocolAliases[p]; ok {
+		return a
+	}
+	return p
 }
 
 // aliveness declares the queue aliveness-test in vhost, publishes a

@@ -122,6 +122,10 @@ type Options struct {
 	// (segment.Recover), which a power cut can damage anywhere after its
 	// last sync.
 	TrustTail bool
+	// BeforeCycle, when set, is called on the writer goroutine before it
+	// writes each group of batches; it may block, holding the writer.
+	// Tests use it to stand in for a slow disk; nil in production.
+	BeforeCycle func()
 }
 
 func (o Options) withDefaults() Options {

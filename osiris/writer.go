@@ -301,6 +301,9 @@ func (w *writer) run() {
 		q.batches, q.offsets, q.requests = nil, nil, nil
 		q.Unlock()
 		if len(batches) > 0 || len(offsets) > 0 {
+			if w.s.opts.BeforeCycle != nil {
+				w.s.opts.BeforeCycle()
+			}
 			w.cycle(batches, offsets)
 		}
 		for _, fn := range requests {

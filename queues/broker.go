@@ -37,6 +37,10 @@ type Options struct {
 	// default_user, default_pass, default_vhost, default_user_tags and
 	// default_permissions); zero fields take RabbitMQ's defaults.
 	Bootstrap Bootstrap
+	// ChannelMaxPerNode bounds the channels open on the node, as
+	// RabbitMQ's channel_max_per_node: OpenChannel beyond it is refused
+	// with a *LimitError of Scope "node"; zero means no limit.
+	ChannelMaxPerNode int
 }
 
 // Bootstrap is the identity created in an empty catalog.

@@ -27,6 +27,9 @@ const (
 	StateBlocked  = "blocked"  // a publisher no longer read: a resource alarm is on
 	StateBlocking = "blocking" // an AMQP connection during an alarm, until it publishes
 	StateClosing  = "closing"  // a channel that sent channel.close and awaits close-ok
+	// StateFlow is a publisher held by flow control: its reader waits for
+	// the log writers (internal/flow), now or a moment ago.
+	StateFlow = "flow"
 )
 
 // Conn is a client connection as operators see it.
@@ -69,7 +72,7 @@ type ConnInfo struct {
 	FrameMax         uint32 `json:"frame_max"`   // negotiated, bytes
 	ChannelMax       uint16 `json:"channel_max"` // negotiated; 0 for the stream protocol
 	Heartbeat        uint32 `json:"timeout"`     // negotiated heartbeat, seconds
-	State            string `json:"state"`       // StateRunning, StateBlocking, StateBlocked
+	State            string `json:"state"`       // StateRunning, StateFlow, StateBlocking, StateBlocked
 	SSL              bool   `json:"ssl"`
 	// TLS is the TLS session of an SSL connection (nil otherwise): the
 	// API's ssl_* and peer_cert_* fields.
@@ -114,7 +117,7 @@ type ChannelInfo struct {
 	// Publishing is whether the channel has published (RabbitMQ's
 	// publishing_mode; the publishers gauge counts such channels).
 	Publishing bool   `json:"-"`
-	State      string `json:"state"` // StateRunning or StateClosing
+	State      string `json:"state"` // StateRunning, StateFlow or StateClosing
 
 	Consumers []ConsumerInfo `json:"-"` // by tag
 }
@@ -218,6 +221,7 @@ type connRegistry struct {
 		// max-channels (limits.go).
 		perVHost, perUser map[string]int
 		userChannels      map[string]int
+		channels          int // all users' channels, for channel_max_per_node
 	}
 }
 

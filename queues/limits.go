@@ -40,11 +40,12 @@ func limitOf(limits map[string]int64, name string) (limit int64, ok bool) {
 }
 
 // LimitError is a connection or channel refused by a limit: the vhost's
-// max-connections (Scope "vhost"), or the user's max-connections or
-// max-channels (Scope "user").
+// max-connections (Scope "vhost"), the user's max-connections or
+// max-channels (Scope "user"), or the node's channel_max_per_node
+// (Scope "node").
 type LimitError struct {
-	Scope string // "vhost" or "user"
-	Name  string // the vhost or the user
+	Scope string // "vhost", "user" or "node"
+	Name  string // the vhost or the user; empty for the node
 	Limit int64
 	Kind  string // LimitMaxConnections or LimitMaxChannels
 }
@@ -94,7 +95,8 @@ func (b *Broker) OpenConn(c Conn, user, vhost string) (remove func(), err error)
 }
 
 // OpenChannel counts a channel of user, refused with a *LimitError when
-// the user's max-channels is reached; release uncounts it (idempotent).
+// the user's max-channels, then the node's channel_max_per_node, is
+// reached (rabbit_reader's order); release uncounts it (idempotent).
 func (b *Broker) OpenChannel(user string) (release func(), err error) {
 	ul, uok := b.userLimit(user, LimitMaxChannels)
 	r := &b.conns
@@ -103,6 +105,10 @@ func (b *Broker) OpenChannel(user string) (release func(), err error) {
 	if uok && int64(r.mu.userChannels[user]) >= ul {
 		return nil, &LimitError{Scope: "user", Name: user, Limit: ul, Kind: LimitMaxChannels}
 	}
+	if nl := b.opts.ChannelMaxPerNode; nl > 0 && r.mu.channels >= nl {
+		return nil, &LimitError{Scope: "node", Limit: int64(nl), Kind: LimitMaxChannels}
+	}
+	r.mu.channels++
 	if r.mu.userChannels == nil {
 		r.mu.userChannels = map[string]int{}
 	}
@@ -115,6 +121,7 @@ func (b *Broker) OpenChannel(user string) (release func(), err error) {
 			return
 		}
 		done = true
+		r.mu.channels--
 		decr(r.mu.userChannels, user)
 	}, nil
 }

@@ -2,6 +2,7 @@ package queues
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/warren-mq/warren/queues/classic"
 )
@@ -73,6 +74,9 @@ type Counters struct {
 	// ReceivedBytes are the published messages' bytes: AMQP bodies, the
 	// stream protocol's Publish frames (warren_ metric).
 	ReceivedBytes atomic.Uint64
+	// FlowHolds counts the times publisher flow control held the
+	// connection's reader (internal/flow; warren_ metric).
+	FlowHolds atomic.Uint64
 
 	Delivery [NumQTypes]DeliveryCounters
 
@@ -128,7 +132,7 @@ func (c *Counters) Deliver(qt QType, get, noAck, redelivered bool) {
 // CounterValues is a snapshot of Counters, plain numbers.
 type CounterValues struct {
 	Received, ReceivedConfirm, Routed, UnroutableDropped, UnroutableReturned, Confirmed uint64
-	ReceivedBytes                                                                       uint64
+	ReceivedBytes, FlowHolds                                                            uint64
 
 	Delivery [NumQTypes]DeliveryValues
 	Sizes    [len(SizeBuckets) + 1]uint64
@@ -149,6 +153,7 @@ func (c *Counters) addTo(v *CounterValues) {
 	v.UnroutableReturned += c.UnroutableReturned.Load()
 	v.Confirmed += c.Confirmed.Load()
 	v.ReceivedBytes += c.ReceivedBytes.Load()
+	v.FlowHolds += c.FlowHolds.Load()
 	for i := range c.Delivery {
 		d, o := &c.Delivery[i], &v.Delivery[i]
 		o.Delivered += d.Delivered.Load()
@@ -208,3 +213,9 @@ func (b *Broker) ProtoCounters(p Proto) CounterValues {
 // DeadLettered returns the broker's dead-letter counters
 // (classic.DeadLetterCounters).
 func (b *Broker) DeadLettered() *classic.DeadLetterCounters { return &b.deadLettered }
+
+// AckStateCovered is when the last write of the durable queues' ack
+// states that reached the disk began: every ack applied before it
+// survives a crash (classic.Persister.Covered). The zero time before
+// the first write.
+func (b *Broker) AckStateCovered() time.Time { return b.persist.Covered() }

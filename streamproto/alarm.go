@@ -40,24 +40,34 @@ func (c *conn) blockWhileAlarmed() bool {
 	if !alarms.Wait(stop) {
 		return false
 	}
-	// The heartbeat deadline set before the wait has passed: the client
-	// was not read, so its silence is not its fault.
-	if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(2*hb + time.Second))
-	} else {
-		c.nc.SetReadDeadline(time.Time{})
-	}
-	if c.isForced() { // its past deadline may have been replaced
+	if !c.renewDeadline() {
 		return false
 	}
 	c.log.Debug("stream publisher unblocked")
 	return true
 }
 
-// apiState is the connection's state as RabbitMQ's API shows it.
+// renewDeadline, after the reader was held, sets the heartbeat deadline
+// again: the one set before has passed, but the client was not read, so
+// its silence is not its fault. It returns false if the connection was
+// forced closed meanwhile.
+func (c *conn) renewDeadline() bool {
+	if hb := time.Duration(c.heartbeat.Load()); hb > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(2*hb + time.Second))
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	return !c.isForced() // its past deadline may have been replaced
+}
+
+// apiState is the connection's state as RabbitMQ's API shows it: an
+// alarm wins over flow control (flow.go).
 func (c *conn) apiState() string {
-	if c.blocked.Load() {
+	switch {
+	case c.blocked.Load():
 		return queues.StateBlocked
+	case c.credit.Flow(flowWindow):
+		return queues.StateFlow
 	}
 	return queues.StateRunning
 }

@@ -1,11 +1,14 @@
 package streamproto
 
 import (
+	"cmp"
 	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 )
@@ -29,12 +32,19 @@ type brokerOpts struct {
 	frameMax  uint32
 	stream    osiris.Options
 	// tls, if set, adds a TLS listener, advertised to TLS clients.
-	tls           *tls.Config
-	certLoginFrom string
+	tls       *tls.Config
+	sasl      sasl.Config
+	certLogin tlsconf.CertLogin
+	// connectionMax is the server's ConnectionMax.
+	connectionMax int
+	// listenIP is the plain listener's address; 127.0.0.1 when empty.
+	listenIP string
 	// silentClose and handshake are the server's SilentCloseDelay
 	// (0: none in tests) and HandshakeTimeout.
 	silentClose time.Duration
 	handshake   time.Duration
+	// publishCredit is the server's PublishCredit (0: the default).
+	publishCredit int64
 }
 
 // startBroker starts a broker; it is stopped at the end of the test.
@@ -47,13 +57,14 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 	if err != nil {
 		t.Fatalf("queues.Open: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ip := cmp.Or(o.listenIP, "127.0.0.1")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		b.Close()
 		t.Fatal(err)
 	}
 	tb := &testBroker{dir: o.dir, broker: b, addr: ln.Addr().String(), done: make(chan error, 1)}
-	tb.host = "127.0.0.1"
+	tb.host = ip
 	tb.port = ln.Addr().(*net.TCPAddr).Port
 	var tln net.Listener
 	if o.tls != nil {
@@ -68,7 +79,8 @@ func startBroker(t *testing.T, o brokerOpts) *testBroker {
 		silent = -1 // refusals answer at once in tests
 	}
 	tb.srv, err = NewServer(Config{Broker: b, Advertise: tb.addr, Heartbeat: o.heartbeat, FrameMax: o.frameMax,
-		AdvertiseTLS: tb.tlsAddr, CertLoginFrom: o.certLoginFrom, SilentCloseDelay: silent, HandshakeTimeout: o.handshake})
+		AdvertiseTLS: tb.tlsAddr, SASL: o.sasl, CertLogin: o.certLogin, ConnectionMax: o.connectionMax, SilentCloseDelay: silent, HandshakeTimeout: o.handshake,
+		PublishCredit: o.publishCredit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warren-mq/warren/internal/flow"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
@@ -85,11 +86,19 @@ type conn struct {
 		wake    chan struct{} // closed when credits rise above the threshold; nil if no one waits
 	}
 
+	// credit bounds the bytes of Publish frames handed to streams and not
+	// yet written (flow.go); static after newConn.
+	credit *flow.Credit
+
 	// pubFrames recycles Publish frames once their batch is done.
 	pubFrames sync.Pool
 
 	unwatch    func()
 	writerDone chan struct{}
+	// listenerConns counts the connections of the listener that accepted
+	// this one (Server.Serve), for ConnectionMax; nil in tests that make
+	// a conn directly.
+	listenerConns *atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -103,6 +112,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		forced:      make(chan struct{}),
 		frameMax:    s.initFrameMax,
 		writerDone:  make(chan struct{}),
+		credit:      flow.New(s.publishCredit),
 	}
 	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -126,6 +136,9 @@ func (c *conn) Serve() {
 			c.nc.Close()
 		}
 	}()
+	if c.listenerConns != nil {
+		defer c.listenerConns.Add(-1)
+	}
 	c.unwatch = c.srv.broker.WatchDeletions(c.streamDeleted)
 	err := c.readLoop()
 	if err != nil && !errors.Is(err, errCloseConn) && !c.isForced() && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
@@ -245,7 +258,7 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		key := wire.Key(binary.BigEndian.Uint16(hdr[4:]))
-		if key == wire.KeyPublish && c.state == stateOpen && !c.blockWhileAlarmed() {
+		if key == wire.KeyPublish && c.state == stateOpen && (!c.blockWhileAlarmed() || !c.waitForCredit()) {
 			if c.isForced() {
 				return errForced
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/testutil"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
@@ -24,6 +25,13 @@ type tlsTestBroker struct {
 
 func startTLSTestBroker(t *testing.T, opts tlsconf.Options, loginFrom string) *tlsTestBroker {
 	t.Helper()
+	return startTLSTestBrokerLogin(t, opts, tlsconf.CertLogin{From: loginFrom})
+}
+
+// startTLSTestBrokerLogin is startTLSTestBroker with where EXTERNAL
+// takes the user name from.
+func startTLSTestBrokerLogin(t *testing.T, opts tlsconf.Options, login tlsconf.CertLogin) *tlsTestBroker {
+	t.Helper()
 	ca := testutil.NewCA(t, "Warren test CA")
 	srv := ca.Server(t, "localhost")
 	opts.CACertFile, opts.CertFile, opts.KeyFile = ca.CAFile, srv.CertFile, srv.KeyFile
@@ -31,8 +39,12 @@ func startTLSTestBroker(t *testing.T, opts tlsconf.Options, loginFrom string) *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tlsTestBroker{startBroker(t, brokerOpts{tls: r.Config(), certLoginFrom: loginFrom}), ca}
+	return &tlsTestBroker{startBroker(t, brokerOpts{tls: r.Config(), sasl: withExternal, certLogin: login}), ca}
 }
+
+// withExternal is auth_mechanisms with EXTERNAL, as
+// rabbitmq_auth_mechanism_ssl's README configures it.
+var withExternal = sasl.Config{Mechanisms: []string{sasl.Plain, sasl.AMQPlain, sasl.External}}
 
 // env opens a Go stream client environment over TLS
 // (rabbitmq-stream+tls://), with a client certificate for cn unless cn is

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto/wire"
@@ -33,10 +34,7 @@ func (c *conn) dispatchHandshake(key wire.Key, r *reader) error {
 		if r.err == nil {
 			c.out.frame(func(b []byte) []byte {
 				b, start := wire.BeginResponse(b, wire.KeySaslHandshake, corr, wire.CodeOK)
-				mechs := []string{"PLAIN", "AMQPLAIN"}
-				if c.tls != nil {
-					mechs = append(mechs, "EXTERNAL") // as rabbitmq_auth_mechanism_ssl: on every TLS connection
-				}
+				mechs := c.srv.sasl.Offered(c.tls != nil)
 				b = wire.AppendU32(b, uint32(len(mechs)))
 				for _, m := range mechs {
 					b = wire.AppendString(b, m)
@@ -105,30 +103,36 @@ func (c *conn) handleSaslAuthenticate(r *reader) error {
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
-	var user, pass string
-	var ok bool
-	var err error
-	switch {
-	case mech == "PLAIN":
-		user, pass, ok = parsePlain(data)
-	case mech == "AMQPLAIN":
-		user, pass, ok = parseAMQPlain(data)
-	case mech == "EXTERNAL" && c.tls != nil:
-		// The data is ignored: the name comes from the verified client
-		// certificate, as in rabbitmq_auth_mechanism_ssl.
-		if user, err = tlsconf.PeerName(*c.tls, c.srv.certLoginFrom); err == nil {
-			_, err = c.srv.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
-		}
-		ok = true
-	default:
+	if err := c.srv.sasl.Check(mech, c.tls != nil); err != nil {
+		// Unknown and not offered alike, as rabbit_stream_utils.
+		c.log.Info("stream authentication mechanism refused", "mechanism", mech, "err", err)
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLMechanismNotSupported)
 		return errCloseConn
+	}
+	var user, pass string
+	ok := true
+	var err error
+	switch mech {
+	case sasl.Plain:
+		user, pass, ok = parsePlain(data)
+	case sasl.AMQPlain:
+		user, pass, ok = parseAMQPlain(data)
+	case sasl.Anonymous:
+		// The data (a trace string) is ignored: the login is the
+		// configured anonymous user's, loopback_users included.
+		user, pass, _ = c.srv.sasl.AnonymousCredentials()
 	}
 	if !ok {
 		c.respond(wire.KeySaslAuthenticate, corr, wire.CodeSASLError)
 		return errCloseConn
 	}
-	if mech != "EXTERNAL" {
+	if mech == sasl.External {
+		// The data is ignored: the name comes from the verified client
+		// certificate, as in rabbitmq_auth_mechanism_ssl.
+		if user, err = tlsconf.PeerName(*c.tls, c.srv.certLogin); err == nil {
+			_, err = c.srv.broker.AuthenticateExternal(user, c.nc.RemoteAddr())
+		}
+	} else {
 		_, err = c.srv.broker.Authenticate(user, pass, c.nc.RemoteAddr())
 	}
 	if err != nil {
@@ -231,6 +235,14 @@ func (c *conn) handleOpen(r *reader) error {
 	}
 	if c.state != stateAuthenticated {
 		return fmt.Errorf("open before authentication: %w", errCloseConn)
+	}
+	if limit := c.srv.connectionMax; limit != 0 && c.listenerConns != nil && c.listenerConns.Load() > int64(max(limit, 0)) {
+		// The stream reader's first Open check: ranch's count of the
+		// listener's connections, this one included.
+		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", fmt.Sprintf("connection refused: node connection limit (%d) is reached", max(limit, 0)))
+		c.silentClose()
+		c.respond(wire.KeyOpen, corr, wire.CodeVirtualHostAccessFailure)
+		return errCloseConn
 	}
 	if err := c.srv.broker.CheckVHostAccess(c.user, vhost); err != nil {
 		c.log.Info("stream open refused", "user", c.user, "vhost", vhost, "err", err)

@@ -118,8 +118,11 @@ type pubFrame struct {
 	c     *conn
 	pubID uint8
 	pub   *publisher // counts the batch's outcome
-	body  []byte
-	batch osiris.Batch // Messages alias body
+	// credit is the flow credit the batch holds (flow.go): its frame's
+	// buffer and message slice.
+	credit int64
+	body   []byte
+	batch  osiris.Batch // Messages alias body
 }
 
 // getPubFrame returns a frame with a body of size bytes.
@@ -174,6 +177,8 @@ func (pf *pubFrame) done(res osiris.Result) {
 		})
 	}
 	c.returnPublishCredits(len(msgs))
+	c.credit.Give(pf.credit)
+	pf.credit = 0
 	c.putPubFrame(pf)
 }
 
@@ -259,6 +264,8 @@ func (c *conn) handlePublish(r *reader, version uint16, body []byte) error {
 		return nil
 	}
 	c.takePublishCredits(len(msgs))
+	pf.credit = int64(cap(pf.body)) + int64(cap(msgs))*messageSize
+	c.credit.Take(pf.credit)
 	c.pending = nil // the batch owns the frame now
 	pf.pubID = pubID
 	pf.pub = p

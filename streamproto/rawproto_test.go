@@ -398,7 +398,7 @@ func TestRawPeerProperties(t *testing.T) {
 	}
 }
 
-// Ensure SaslHandshake lists exactly PLAIN and AMQPLAIN.
+// Ensure SaslHandshake lists exactly RabbitMQ 4.x's default mechanisms.
 func TestRawSaslHandshakeMechanisms(t *testing.T) {
 	t.Parallel()
 	tb := startBroker(t, brokerOpts{})
@@ -409,8 +409,8 @@ func TestRawSaslHandshakeMechanisms(t *testing.T) {
 	if r.err != nil || !r.empty() {
 		t.Fatalf("SaslHandshake response: err %v, %d bytes left", r.err, len(r.b))
 	}
-	if !slices.Equal(mechs, []string{"PLAIN", "AMQPLAIN"}) {
-		t.Fatalf("mechanisms %q, want [PLAIN AMQPLAIN]", mechs)
+	if !slices.Equal(mechs, []string{"PLAIN", "AMQPLAIN", "ANONYMOUS"}) {
+		t.Fatalf("mechanisms %q, want [PLAIN AMQPLAIN ANONYMOUS]", mechs)
 	}
 }
 

@@ -3,11 +3,15 @@ package streamproto
 import (
 	"errors"
 	"fmt"
-	"github.com/warren-mq/warren/internal/netserve"
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/warren-mq/warren/internal/netserve"
+	"github.com/warren-mq/warren/internal/sasl"
+	"github.com/warren-mq/warren/internal/tlsconf"
 
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/superstream"
@@ -24,12 +28,15 @@ type Server struct {
 	// _port); empty: as the others.
 	advertiseTLSHost string
 	advertiseTLSPort string
-	certLoginFrom    string
+	sasl             sasl.Config
+	certLogin        tlsconf.CertLogin
+	connectionMax    int
 	frameMax         uint32
 	heartbeat        uint32
 	handshakeWait    time.Duration
 	initFrameMax     uint32
 	silentClose      time.Duration
+	publishCredit    int64 // bytes; 0: flow.DefaultLimit
 
 	sac   superstream.Coordinator // single active consumer groups of all connections
 	super *superstream.Manager    // super streams
@@ -48,11 +55,19 @@ type Config struct {
 	// connected over TLS, as RabbitMQ's stream.advertised_tls_host and
 	// _port; empty: Advertise.
 	AdvertiseTLS string
-	// CertLoginFrom is where SASL EXTERNAL takes the user name from a
-	// verified client certificate: tlsconf.LoginFromDN (the default, as
-	// RabbitMQ's ssl_cert_login_from) or tlsconf.LoginFromCN. EXTERNAL is
-	// offered on TLS connections only.
-	CertLoginFrom string
+	// SASL is auth_mechanisms and the ANONYMOUS credentials; the zero
+	// value is RabbitMQ 4.x's PLAIN, AMQPLAIN, ANONYMOUS as guest.
+	SASL sasl.Config
+	// CertLogin is where SASL EXTERNAL takes the user name from a
+	// verified client certificate (ssl_cert_login_from and its SAN keys;
+	// the zero value is the distinguished name). EXTERNAL is offered on
+	// TLS connections only, when SASL lists it.
+	CertLogin tlsconf.CertLogin
+	// ConnectionMax bounds the connections of each listener, as the
+	// stream plugin's stream.max_connections: Open beyond it is refused
+	// with VIRTUAL_HOST_ACCESS_FAILURE; zero means no limit, a negative
+	// value refuses every connection.
+	ConnectionMax int
 	// FrameMax and Heartbeat (seconds) are offered in Tune; zero means
 	// DefaultFrameMax and DefaultHeartbeat.
 	FrameMax  uint32
@@ -74,6 +89,10 @@ type Config struct {
 	// SuperStreams is the broker's super stream manager, shared with the
 	// management API (nil: the server makes its own).
 	SuperStreams *superstream.Manager
+	// PublishCredit bounds, in bytes, the Publish frames one connection
+	// may have handed to streams that their writers have not written yet
+	// (flow.go); zero means flow.DefaultLimit (4 MiB).
+	PublishCredit int64
 }
 
 // NewServer returns a server for cfg.
@@ -97,7 +116,9 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		advertiseTLSHost: tlsHost,
 		advertiseTLSPort: tlsPort,
-		certLoginFrom:    cfg.CertLoginFrom,
+		sasl:             cfg.SASL,
+		certLogin:        cfg.CertLogin,
+		connectionMax:    cfg.ConnectionMax,
 		broker:           cfg.Broker,
 		super:            cfg.SuperStreams,
 		log:              cfg.Logger,
@@ -108,6 +129,7 @@ func NewServer(cfg Config) (*Server, error) {
 		handshakeWait:    cfg.HandshakeTimeout,
 		silentClose:      cfg.SilentCloseDelay,
 		initFrameMax:     cfg.InitialFrameMax,
+		publishCredit:    cfg.PublishCredit,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -139,7 +161,13 @@ var ErrServerClosed = errors.New("streamproto: server closed")
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn { return newConn(s, nc) })
+	active := new(atomic.Int64) // the listener's connections, as ranch's active_connections
+	err := s.conns.Serve(ln, func(nc net.Conn) netserve.Conn {
+		c := newConn(s, nc)
+		c.listenerConns = active
+		active.Add(1)
+		return c
+	})
 	if errors.Is(err, netserve.ErrClosed) {
 		return ErrServerClosed
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -25,6 +26,37 @@ type CA struct {
 	key    *ecdsa.PrivateKey
 	dir    string
 	serial atomic.Int64
+	// chain is the DER of this CA's certificate and of the intermediates
+	// above it, for an intermediate CA (Intermediate); nil for a root.
+	chain [][]byte
+}
+
+// Intermediate makes a CA whose certificate ca signs; the certificates
+// it issues carry it (and ca's chain) after them.
+func (ca *CA) Intermediate(t testing.TB, name string) *CA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(ca.serial.Add(1)),
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"Warren tests"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	in := &CA{Cert: cert, key: key, dir: ca.dir, chain: append([][]byte{der}, ca.chain...)}
+	in.serial.Store(ca.serial.Add(1000) * 1000) // serials of its own
+	in.CAFile = in.write(t, fmt.Sprintf("ca%d.pem", tmpl.SerialNumber), "CERTIFICATE", der)
+	return in
 }
 
 // NewCA makes a CA whose subject is CN=name, O=Warren tests.
@@ -81,7 +113,14 @@ func (ca *CA) Client(t testing.TB, cn string) Issued {
 	return ca.issue(t, pkix.Name{CommonName: cn, Organization: []string{"Warren tests"}}, false)
 }
 
-func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
+// ClientWith issues a client certificate as Client does, its template
+// changed by edit first (subject alternative names, extensions).
+func (ca *CA) ClientWith(t testing.TB, cn string, edit func(*x509.Certificate)) Issued {
+	t.Helper()
+	return ca.issue(t, pkix.Name{CommonName: cn, Organization: []string{"Warren tests"}}, false, edit)
+}
+
+func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool, edit ...func(*x509.Certificate)) Issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -100,6 +139,9 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	}
+	for _, e := range edit {
+		e(tmpl)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +151,9 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
 		t.Fatal(err)
 	}
 	n := tmpl.SerialNumber.String()
+	if len(ca.chain) > 0 {
+		n = ca.Cert.SerialNumber.String() + "-" + n
+	}
 	is := Issued{
 		CertFile: ca.write(t, "cert"+n+".pem", "CERTIFICATE", der),
 		KeyFile:  ca.write(t, "key"+n+".pem", "PRIVATE KEY", kder),
@@ -117,6 +162,7 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Issued {
 	if err != nil {
 		t.Fatal(err)
 	}
+	is.TLS.Certificate = append(is.TLS.Certificate, ca.chain...)
 	return is
 }
 

@@ -2,9 +2,13 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -234,18 +238,18 @@ func TestConnInfoAndPeerName(t *testing.T) {
 	if in.PeerCertSubject != "CN=alice,O=Warren tests" || in.PeerCertIssuer != "CN=ca,O=Warren tests" || !strings.Contains(in.PeerCertValidity, " - ") {
 		t.Errorf("peer cert: %q, %q, %q", in.PeerCertSubject, in.PeerCertIssuer, in.PeerCertValidity)
 	}
-	if name, err := PeerName(cs, LoginFromDN); name != "CN=alice,O=Warren tests" || err != nil {
+	if name, err := PeerName(cs, CertLogin{From: LoginFromDN}); name != "CN=alice,O=Warren tests" || err != nil {
 		t.Errorf("PeerName(DN) = %q, %v", name, err)
 	}
-	if name, err := PeerName(cs, LoginFromCN); name != "alice" || err != nil {
+	if name, err := PeerName(cs, CertLogin{From: LoginFromCN}); name != "alice" || err != nil {
 		t.Errorf("PeerName(CN) = %q, %v", name, err)
 	}
-	if _, err := PeerName(tls.ConnectionState{}, LoginFromCN); err == nil || err.Error() != "connection peer presented no TLS (x.509) certificate" {
+	if _, err := PeerName(tls.ConnectionState{}, CertLogin{From: LoginFromCN}); err == nil || err.Error() != "connection peer presented no TLS (x.509) certificate" {
 		t.Errorf("PeerName without a certificate: %v", err)
 	}
 	unverified := cs
 	unverified.VerifiedChains = nil
-	if _, err := PeerName(unverified, LoginFromCN); err == nil || err.Error() != "TLS configuration is unsafe" {
+	if _, err := PeerName(unverified, CertLogin{From: LoginFromCN}); err == nil || err.Error() != "TLS configuration is unsafe" {
 		t.Errorf("PeerName of an unverified certificate: %v", err)
 	}
 	for _, tc := range [][4]string{
@@ -257,6 +261,159 @@ func TestConnInfoAndPeerName(t *testing.T) {
 		kx, c, h := suiteParts(tc[0])
 		if kx != tc[1] || c != tc[2] || h != tc[3] {
 			t.Errorf("suiteParts(%s) = %s %s %s, want %s %s %s", tc[0], kx, c, h, tc[1], tc[2], tc[3])
+		}
+	}
+}
+
+// Ensure subject_alternative_name takes the index-th name of the type,
+// as rabbit_ssl does: dns, email, uri, ip (in text form) and other_name
+// (its value as a string), "no name found" past the last.
+func TestPeerNameSAN(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	// The SAN extension by hand, for otherName, which crypto/x509 does
+	// not write: a UPN otherName, two DNS names, an email address, a
+	// URI and an IP address.
+	upn, err := asn1.Marshal(struct {
+		ID    asn1.ObjectIdentifier
+		Value asn1.RawValue `asn1:"tag:0,explicit"`
+	}{asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 311, 20, 2, 3}, asn1.RawValue{Tag: asn1.TagUTF8String, Bytes: []byte("alice@upn")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upnSeq asn1.RawValue
+	asn1.Unmarshal(upn, &upnSeq)
+	names := []asn1.RawValue{
+		{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: upnSeq.Bytes},
+		{Class: asn1.ClassContextSpecific, Tag: 2, Bytes: []byte("first.example")},
+		{Class: asn1.ClassContextSpecific, Tag: 1, Bytes: []byte("alice@example.com")},
+		{Class: asn1.ClassContextSpecific, Tag: 2, Bytes: []byte("second.example")},
+		{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte("spiffe://example/alice")},
+		{Class: asn1.ClassContextSpecific, Tag: 7, Bytes: []byte{192, 0, 2, 7}},
+	}
+	ext, err := asn1.Marshal(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := ca.ClientWith(t, "alice", func(c *x509.Certificate) {
+		c.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{2, 5, 29, 17}, Value: ext}}
+	})
+	leaf, err := x509.ParseCertificate(cert.TLS.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}
+	for _, tc := range []struct {
+		typ   string
+		index int
+		want  string
+	}{
+		{"", 0, "first.example"},
+		{SANDNS, 1, "second.example"},
+		{SANEmail, 0, "alice@example.com"},
+		{SANURI, 0, "spiffe://example/alice"},
+		{SANIP, 0, "192.0.2.7"},
+		{SANOtherName, 0, "alice@upn"},
+		{SANDNS, 2, ""},
+		{SANEmail, 1, ""},
+	} {
+		got, err := PeerName(cs, CertLogin{From: LoginFromSAN, SANType: tc.typ, SANIndex: tc.index})
+		if tc.want == "" {
+			if err == nil || err.Error() != "no name found" {
+				t.Errorf("%s[%d]: got %q, %v, want no name found", tc.typ, tc.index, got, err)
+			}
+			continue
+		}
+		if got != tc.want || err != nil {
+			t.Errorf("%s[%d]: got %q, %v, want %q", tc.typ, tc.index, got, err, tc.want)
+		}
+	}
+}
+
+// Ensure ParseCipher takes OpenSSL and IANA names of the suites Go
+// offers, in any case, and refuses the others.
+func TestParseCipher(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want uint16
+	}{
+		{"ECDHE-ECDSA-AES256-GCM-SHA384", tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+		{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+		{"ecdhe-rsa-chacha20-poly1305", tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256},
+		{"ECDHE-RSA-AES128-SHA", tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA},
+		{"TLS_AES_128_GCM_SHA256", tls.TLS_AES_128_GCM_SHA256},
+		{"TLS_CHACHA20_POLY1305_SHA256", tls.TLS_CHACHA20_POLY1305_SHA256},
+	} {
+		if got, err := ParseCipher(tc.name); got != tc.want || err != nil {
+			t.Errorf("ParseCipher(%s) = %#04x, %v, want %#04x", tc.name, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"DHE-RSA-AES256-GCM-SHA384", "AES128-SHA", "DES-CBC3-SHA", "ECDHE-ECDSA-AES256-SHA384", "RC4-SHA", ""} {
+		if _, err := ParseCipher(bad); err == nil {
+			t.Errorf("ParseCipher(%q): no error", bad)
+		}
+	}
+}
+
+// Ensure a list without TLS 1.3 suites turns TLS 1.3 off, one of TLS
+// 1.3 suites only turns TLS 1.2 off, and one at odds with versions is
+// refused.
+func TestCiphersVersions(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	srv := ca.Server(t, "server")
+	for _, tc := range []struct {
+		suites, versions []uint16
+		min, max         uint16
+		fails            bool
+	}{
+		{suites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, min: tls.VersionTLS12, max: tls.VersionTLS12},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256}, min: tls.VersionTLS13, max: tls.VersionTLS13},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, min: tls.VersionTLS12, max: tls.VersionTLS13},
+		{suites: []uint16{tls.TLS_AES_128_GCM_SHA256}, versions: []uint16{tls.VersionTLS12}, fails: true},
+	} {
+		r, err := Load(Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile, CipherSuites: tc.suites, Versions: tc.versions})
+		if tc.fails {
+			if err == nil {
+				t.Errorf("%v with %v: no error", tc.suites, tc.versions)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.cur.Load(); c.MinVersion != tc.min || c.MaxVersion != tc.max {
+			t.Errorf("%v: versions %#x-%#x, want %#x-%#x", tc.suites, c.MinVersion, c.MaxVersion, tc.min, tc.max)
+		}
+	}
+}
+
+// Ensure an encrypted keyfile loads with its password, PKCS#8 (as
+// OpenSSL 3 writes it; also from the openssl command when there is one)
+// and OpenSSL's legacy PEM encryption alike, and a wrong password is an
+// error at load.
+func TestEncryptedKey(t *testing.T) {
+	ca := testutil.NewCA(t, "ca")
+	srv := ca.Server(t, "server")
+	files := map[string]string{
+		"pkcs8":  testutil.EncryptKeyPKCS8(t, srv.KeyFile, "s3cret"),
+		"legacy": testutil.EncryptKeyLegacy(t, srv.KeyFile, "s3cret"),
+	}
+	if path, err := exec.LookPath("openssl"); err == nil {
+		out := srv.KeyFile + ".openssl"
+		cmd := exec.Command(path, "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", srv.KeyFile, "-out", out, "-passout", "pass:s3cret")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openssl: %v: %s", err, b)
+		}
+		files["openssl"] = out
+	}
+	for name, keyFile := range files {
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile, Password: "s3cret"}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile, Password: "wrong"}); err == nil {
+			t.Errorf("%s with a wrong password: loaded", name)
+		}
+		if _, err := Load(Options{CertFile: srv.CertFile, KeyFile: keyFile}); err == nil {
+			t.Errorf("%s without a password: loaded", name)
 		}
 	}
 }

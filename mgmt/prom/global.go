@@ -199,9 +199,17 @@ func (sc *scrape) warren(e *emitter, d *data) {
 	e.one("retention_bytes_deleted_total", "Bytes of the stream segments deleted by retention", counter, float64(m.RetentionBytes.Load()))
 	e.one("stream_publishes_deduplicated_total", "Stream publishes dropped as duplicates of a producer's earlier publishing ids (and confirmed)", counter, float64(m.Duplicates.Load()))
 	b := sc.s.cfg.Broker
+	if t := b.AckStateCovered(); !t.IsZero() {
+		e.one("ack_state_persisted_timestamp_seconds", "When the last write of the durable queues' ack states that reached the disk began: every ack applied before it survives a crash", gauge, float64(t.UnixNano())/1e9)
+	}
 	e.labelled("messages_received_bytes_total", "Bytes of messages received from publishers (AMQP bodies; stream protocol Publish frames)", counter, []string{"protocol"}, func(add func(float64, ...string)) {
 		for p := range queues.NumProtos {
 			add(float64(b.ProtoCounters(p).ReceivedBytes), queues.ProtoNames[p])
+		}
+	})
+	e.labelled("flow_control_holds_total", "Times publisher flow control stopped reading a connection until its queues' and streams' writers had written what it had published", counter, []string{"protocol"}, func(add func(float64, ...string)) {
+		for p := range queues.NumProtos {
+			add(float64(b.ProtoCounters(p).FlowHolds), queues.ProtoNames[p])
 		}
 	})
 	per := sc.perObject()

@@ -410,6 +410,12 @@ func TestMetricsCountWhatClientsDid(t *testing.T) {
 		t.Error("warren_log_bytes_written_total did not rise")
 	}
 	delta(t, before, after, 100*500+10+3+2+9, "warren_messages_received_bytes_total", amqp...)
+	// Publishers that wait for confirms stay well inside their credit.
+	delta(t, before, after, 0, "warren_flow_control_holds_total", amqp...)
+	delta(t, before, after, 0, "warren_flow_control_holds_total", strm...)
+	if typ := after.typ("warren_flow_control_holds_total"); typ != dto.MetricType_COUNTER {
+		t.Errorf("warren_flow_control_holds_total type %v, want counter", typ)
+	}
 
 	// Per object: one sample per queue, the 7 ready and 3 unacked of
 	// depth, the stream's consumer lag (it has read everything).

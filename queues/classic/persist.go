@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -88,6 +89,10 @@ type Persister struct {
 	flushMu sync.Mutex
 	buf     []byte    // encoding scratch, under flushMu
 	retryAt time.Time // after a failed flush: no urgent flush before; owned by run
+
+	// covered is when the last flush that landed began (Unix
+	// nanoseconds; 0 before the first): see Covered.
+	covered atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -197,10 +202,27 @@ type stateWrite struct {
 	cover uint64 // requeues below this seq were written with one delivery more
 }
 
+// Covered is when the last flush that reached the disk began: every
+// change to a queue's ack state made before it (an ack applied, a
+// delivery reserved) survives a crash. The zero time before the first.
+// Tests of crash safety compare it with when acks were applied, and
+// Covered's lag behind the clock is the persister's delay.
+func (p *Persister) Covered() time.Time {
+	n := p.covered.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
 // flush writes the state of every queue that changed.
 func (p *Persister) flush() {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	// A change made before began marked its queue dirty before the list
+	// is taken below, or before the queue's state is encoded: this flush
+	// writes it.
+	began := time.Now()
 	p.mu.Lock()
 	qs := p.mu.dirty
 	p.mu.dirty = nil
@@ -239,6 +261,7 @@ func (p *Persister) flush() {
 			return
 		}
 	}
+	p.covered.Store(began.UnixNano())
 	const keep = 1 << 20 // don't hold a burst's buffer forever
 	if cap(buf) <= keep {
 		p.buf = buf[:0]

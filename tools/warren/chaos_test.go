@@ -35,11 +35,13 @@ import (
 //     confirms, consumers with manual acks, requeues and held messages,
 //     checked after every restart as TestKill9 checks them (see
 //     kill_test.go): a confirmed message never acked is there exactly
-//     once; a message whose ack the broker had applied at least ackGrace
-//     before the kill is never delivered again (an AMQP ack has no
-//     confirm; a round trip on the channel after it tells when it was
-//     applied, see ackSync; younger acks may come back, as redeliveries
-//     with the flag set);
+//     once; a message whose ack the broker had applied before the last
+//     write of ack states that landed before the kill began is never
+//     delivered again (an AMQP ack has no confirm: a round trip on the
+//     channel after it tells when it was applied, see ackSync, and the
+//     daemon's Prometheus endpoint when that write began, see
+//     ackCoverage; later acks may come back, as redeliveries with the
+//     flag set);
 //   - AMQP 0-9-1, a stream queue with small segments and a length limit
 //     (segment rolls and retention all the time): a publisher with
 //     confirms. After a restart the stream is read from its first offset
@@ -107,10 +109,11 @@ type chaosDaemon struct {
 	cmd    *exec.Cmd
 	amqp   string // host:port
 	stream string
+	prom   string // the Prometheus endpoint's
 	stderr *testutil.LockedBuffer
 }
 
-var listenRE = regexp.MustCompile(`msg="(AMQP 0-9-1|stream protocol) listening" addr=(\S+)`)
+var listenRE = regexp.MustCompile(`msg="(AMQP 0-9-1|stream protocol|Prometheus metrics) listening" addr=(\S+)`)
 
 // startDaemon starts bin on dir and waits until both protocols listen.
 func startDaemon(t *testing.T, bin, dir string) *chaosDaemon {
@@ -121,7 +124,7 @@ func startDaemon(t *testing.T, bin, dir string) *chaosDaemon {
 	}
 	cmd := exec.Command(bin, "-data-dir", dir, "-config", conf,
 		"-amqp-listen", "127.0.0.1:0", "-stream-listen", "127.0.0.1:0", "-stream-advertise", "127.0.0.1:",
-		"-http-listen", "", "-prometheus-listen", "", "-log-level", "info")
+		"-http-listen", "", "-prometheus-listen", "127.0.0.1:0", "-log-level", "info")
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +156,8 @@ func startDaemon(t *testing.T, bin, dir string) *chaosDaemon {
 			}
 			if m := listenRE.FindStringSubmatch(l); m != nil {
 				got[m[1]] = m[2]
-				if len(got) == 2 {
-					d.amqp, d.stream = got["AMQP 0-9-1"], got["stream protocol"]
+				if len(got) == 3 {
+					d.amqp, d.stream, d.prom = got["AMQP 0-9-1"], got["stream protocol"], got["Prometheus metrics"]
 					got = nil
 					close(ready)
 				}
@@ -165,7 +168,7 @@ func startDaemon(t *testing.T, bin, dir string) *chaosDaemon {
 	case <-ready:
 	case <-time.After(60 * time.Second):
 	}
-	if d.amqp == "" || d.stream == "" {
+	if d.amqp == "" || d.stream == "" || d.prom == "" {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("daemon did not start after %v\nstderr:\n%s", time.Since(started).Round(time.Millisecond), d.stderr.String())
@@ -218,6 +221,7 @@ type storedOffset struct {
 type chaosCounts struct {
 	kills, restarts                                int
 	sqPublished, sqConfirmed, sqRead, sqRetained   int
+	sqRetentionGaps                                int // offset gaps in a check that retention explains
 	spSent, spConfirmed, spResent, spRead, spDedup int
 	offStores, offChecks, offTrimmed               int
 	declares, deletes, declChecks                  int
@@ -316,19 +320,19 @@ func TestChaos(t *testing.T) {
 			t.Errorf("run %d: the daemon logged errors:\n%s", run, s)
 		}
 		total.add(c.st)
-		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which applied >= %v before the kill %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
-			run, delay, c.st.deliveredInDrain, c.st.ackedBack, ackGrace, c.st.ackedBackOld, c.st.lost, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
+		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which applied before a landed write %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
+			run, delay, c.st.deliveredInDrain, c.st.ackedBack, c.st.ackedBackOld, c.st.lost, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
 		if t.Failed() && os.Getenv(chaosKillsEnv) == "" {
 			break
 		}
 	}
 	n := c.counts
 	t.Logf("chaos: %d kills, %d restarts in %v (seed %d)", n.kills, n.restarts, time.Since(began).Round(time.Millisecond), seed)
-	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied >= %v before a kill; the one applied longest before: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
-		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, ackGrace, total.maxBackAge.Round(time.Millisecond),
+	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied before a landed write; the one applied longest before the kill: %v; the persister's longest lag at a kill: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
+		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, total.maxBackAge.Round(time.Millisecond), total.maxLag.Round(time.Millisecond),
 		total.unflagged, total.underCount, total.lost, total.dupes)
-	t.Logf("AMQP stream queue: published %d, confirmed %d; read back %d messages, %d present at the last restart",
-		n.sqPublished, n.sqConfirmed, n.sqRead, n.sqRetained)
+	t.Logf("AMQP stream queue: published %d, confirmed %d; read back %d messages, %d present at the last restart; %d gaps in a read that retention made while it read",
+		n.sqPublished, n.sqConfirmed, n.sqRead, n.sqRetained, n.sqRetentionGaps)
 	t.Logf("stream protocol: sent %d (%d sent again on resume), confirmed %d; read back %d; %d duplicates dropped by the broker (confirmed, not stored)",
 		n.spSent, n.spResent, n.spConfirmed, n.spRead, n.spDedup)
 	t.Logf("consumer offsets: %d stores confirmed by a query, %d restart checks (%d found trimmed by retention); declares %d, deletes %d, %d existence checks",
@@ -369,7 +373,7 @@ func closeEnv(env *stream.Environment) {
 // are old enough to be kept.
 func (c *chaosState) killDaemon(d *chaosDaemon) {
 	killAt := time.Now()
-	c.kill(d.cmd) // the AMQP acks
+	c.kill(d.cmd, d.prom) // the AMQP acks
 	c.off.mu.Lock()
 	defer c.off.mu.Unlock()
 	for _, s := range c.off.stores {
@@ -419,6 +423,17 @@ func (c *chaosState) checkAMQPStream(conn *amqp091.Connection) {
 	}
 	prevOff, prevN, first := int64(-1), -1, -1
 	seen := map[int]bool{}
+	// Retention may delete the oldest segments while this reads them
+	// (the stream is over its length limit after a restart, and the
+	// timer runs every second): a reader whose next chunk is gone goes
+	// on at the first one left, as an osiris reader does. A gap in the
+	// offsets is right only if retention explains it, which the stream's
+	// first offset after the read tells (firstOffset).
+	type gap struct {
+		from, to int64 // the offsets skipped
+		nAfter   int   // the message at to+1; -1 if not a numbered one
+	}
+	var gaps []gap
 	timeout := time.After(60 * time.Second)
 	for done := false; !done; {
 		var d amqp091.Delivery
@@ -431,8 +446,12 @@ func (c *chaosState) checkAMQPStream(conn *amqp091.Connection) {
 		if !ok {
 			c.errorf("%s: delivery without an x-stream-offset: %v", chaosAMQPStream, d.Headers)
 		}
-		if prevOff >= 0 && off != prevOff+1 {
+		if prevOff >= 0 && off <= prevOff {
 			c.errorf("%s: offset %d after %d", chaosAMQPStream, off, prevOff)
+		}
+		gapHere := prevOff >= 0 && off > prevOff+1
+		if gapHere {
+			gaps = append(gaps, gap{from: prevOff + 1, to: off - 1, nAfter: -1})
 		}
 		prevOff = off
 		body := string(d.Body)
@@ -456,11 +475,27 @@ func (c *chaosState) checkAMQPStream(conn *amqp091.Connection) {
 			if first < 0 {
 				first = n
 			}
+			if gapHere {
+				gaps[len(gaps)-1].nAfter = n
+			}
 			seen[n], prevN = true, n
 		}
 		if d.DeliveryTag%100 == 0 || done {
 			if err := d.Ack(true); err != nil {
 				t.Fatalf("ack: %v", err)
+			}
+		}
+	}
+	if len(gaps) > 0 {
+		now := c.firstOffset(ch)
+		for _, g := range gaps {
+			if g.to >= now {
+				c.errorf("%s: offsets %d to %d skipped, but the stream starts at %d", chaosAMQPStream, g.from, g.to, now)
+				continue
+			}
+			c.counts.sqRetentionGaps++
+			if g.nAfter >= 0 {
+				first = max(first, g.nAfter) // retention took those before
 			}
 		}
 	}
@@ -480,6 +515,25 @@ func (c *chaosState) checkAMQPStream(conn *amqp091.Connection) {
 			c.errorf("%s: message %d never published", chaosAMQPStream, n)
 		}
 	}
+}
+
+// firstOffset returns the AMQP stream queue's first offset: that of the
+// first delivery from "first".
+func (c *chaosState) firstOffset(ch *amqp091.Channel) int64 {
+	t := c.t
+	ds, err := ch.Consume(chaosAMQPStream, "first", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatalf("consume %s: %v", chaosAMQPStream, err)
+	}
+	defer ch.Cancel("first", false)
+	select {
+	case d := <-ds:
+		off, _ := d.Headers["x-stream-offset"].(int64)
+		return off
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run %d: %s: nothing from first after 60 s", c.run, chaosAMQPStream)
+	}
+	return 0
 }
 
 // amqpStreamPublisher publishes numbered messages with confirms to the

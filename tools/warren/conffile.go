@@ -267,6 +267,8 @@ type confState struct {
 	definitions                  map[string]rabbitconf.Entry // load_definitions, management.load_definitions
 	alarms                       map[string]rabbitconf.Entry // vm_memory_high_watermark.*, disk_free_limit.*
 	tls                          tlsKeys                     // conftls.go
+	mechanisms                   map[string]string           // auth_mechanisms.<n> (confauth.go)
+	connectionMax                *rabbitconf.Entry           // connection_max or max_connections
 }
 
 // confError is an error at a line of the file.
@@ -348,6 +350,7 @@ func (s *confState) finish() {
 		s.cfg.PrometheusListen = net.JoinHostPort(s.promIP, cmp.Or(s.promPort, "15692"))
 	}
 	s.tls.finish(s)
+	s.finishAuth()
 	s.finishBootstrap()
 	switch {
 	case s.loopbackNone != nil:

@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warren-mq/warren/internal/rabbitconf"
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/internal/tlsconf"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/alarm"
@@ -40,7 +42,22 @@ ssl_options.keyfile = /etc/warren/server.key
 ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = true
 ssl_options.versions.1 = tlsv1.3
-ssl_cert_login_from = common_name
+ssl_options.ciphers.1 = TLS_AES_256_GCM_SHA384
+ssl_options.ciphers.2 = ECDHE-ECDSA-AES256-GCM-SHA384
+ssl_options.depth = 2
+ssl_options.password = s3cret
+ssl_options.honor_cipher_order = true
+ssl_options.honor_ecc_order = true
+ssl_cert_login_from = subject_alternative_name
+ssl_cert_login_san_type = email
+ssl_cert_login_san_index = 1
+auth_mechanisms.1 = AMQPLAIN
+auth_mechanisms.2 = EXTERNAL
+anonymous_login_user = anon
+anonymous_login_pass = anonpass
+connection_max = 100
+stream.max_connections = 50
+channel_max_per_node = 1000
 management.ssl.port = 15674
 management.ssl.ip = 127.0.0.1
 management.ssl.cacertfile = /etc/warren/mgmt-ca.pem
@@ -50,6 +67,11 @@ management.ssl.verify = verify_peer
 management.ssl.fail_if_no_peer_cert = false
 management.ssl.versions.1 = tlsv1.2
 management.ssl.versions.2 = tlsv1.3
+management.ssl.ciphers.1 = TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+management.ssl.depth = 0
+management.ssl.password = mgmt-pass
+management.ssl.honor_cipher_order = false
+management.ssl.honor_ecc_order = false
 prometheus.ssl.port = 15694
 prometheus.ssl.ip = 127.0.0.1
 prometheus.ssl.cacertfile = /etc/warren/prom-ca.pem
@@ -58,6 +80,11 @@ prometheus.ssl.keyfile = /etc/warren/prom.key
 prometheus.ssl.verify = verify_none
 prometheus.ssl.fail_if_no_peer_cert = false
 prometheus.ssl.versions.1 = tlsv1.2
+prometheus.ssl.ciphers.1 = ecdhe-rsa-chacha20-poly1305
+prometheus.ssl.depth = 5
+prometheus.ssl.password = prom-pass
+prometheus.ssl.honor_cipher_order = true
+prometheus.ssl.honor_ecc_order = true
 stream.advertised_host = stream.example.com
 stream.advertised_port = 6552
 stream.frame_max = 524288
@@ -133,13 +160,21 @@ warren.debug_listen = 127.0.0.1:6060
 			AMQPListen: ":5671", StreamListen: "127.0.0.1:5551", StreamAdvertise: "tls.example.com:6551",
 			HTTPSListen: "127.0.0.1:15674", PrometheusListen: "127.0.0.1:15694",
 			Options: tlsconf.Options{CACertFile: "/etc/warren/ca.pem", CertFile: "/etc/warren/server.pem", KeyFile: "/etc/warren/server.key",
-				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13}},
+				VerifyPeer: true, FailIfNoPeerCert: true, Versions: []uint16{tls.VersionTLS13},
+				CipherSuites: []uint16{tls.TLS_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+				Depth:        intp(2), Password: "s3cret", HonorCipherOrder: true, HonorECCOrder: true},
 			HTTPS: tlsconf.Options{CACertFile: "/etc/warren/mgmt-ca.pem", CertFile: "/etc/warren/mgmt.pem", KeyFile: "/etc/warren/mgmt.key",
-				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13}},
+				VerifyPeer: true, Versions: []uint16{tls.VersionTLS12, tls.VersionTLS13},
+				CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}, Depth: intp(0), Password: "mgmt-pass"},
 			Prometheus: tlsconf.Options{CACertFile: "/etc/warren/prom-ca.pem", CertFile: "/etc/warren/prom.pem", KeyFile: "/etc/warren/prom.key",
-				Versions: []uint16{tls.VersionTLS12}},
-			CertLoginFrom: "common_name",
+				Versions: []uint16{tls.VersionTLS12}, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256},
+				Depth: intp(5), Password: "prom-pass", HonorCipherOrder: true, HonorECCOrder: true},
+			CertLogin: tlsconf.CertLogin{From: tlsconf.LoginFromSAN, SANType: tlsconf.SANEmail, SANIndex: 1},
 		},
+		SASL:                sasl.Config{Mechanisms: []string{"AMQPLAIN", "EXTERNAL"}, AnonymousUser: "anon", AnonymousPass: "anonpass"},
+		ConnectionMax:       100,
+		StreamConnectionMax: 50,
+		ChannelMaxPerNode:   1000,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -150,13 +185,15 @@ warren.debug_listen = 127.0.0.1:6060
 		t.Fatal(err)
 	}
 	for _, k := range confKeys {
-		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "management.load_definitions",
+		if !hasKey(entries, k.key) && !oneOf(k.key, "listeners.tcp", "stream.listeners.tcp", "listeners.ssl", "stream.listeners.ssl", "loopback_users", "max_channels_per_connection", "max_connections", "management.load_definitions",
 			// absolute or relative, not both: TestConfFileCombinations
 			"vm_memory_high_watermark.absolute", "disk_free_limit.relative") {
 			t.Errorf("key %s not in the test", k.key)
 		}
 	}
 }
+
+func intp(n int) *int { return &n }
 
 func hasKey(entries []rabbitconf.Entry, pattern string) bool {
 	for _, e := range entries {
@@ -237,7 +274,19 @@ func TestConfFileCombinations(t *testing.T) {
 			return c.TLS.AMQPListen == "" && c.TLS.Options.CertFile == "/c.pem"
 		}},
 		{"advertised tls port only", "stream.advertised_tls_port = 6551\n", func(c Config) bool { return c.TLS.StreamAdvertise == ":6551" }},
-		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLoginFrom == "distinguished_name" }},
+		{"distinguished name", "ssl_cert_login_from = distinguished_name\n", func(c Config) bool { return c.TLS.CertLogin.From == "distinguished_name" }},
+		{"common name", "ssl_cert_login_from = common_name\n", func(c Config) bool { return c.TLS.CertLogin == tlsconf.CertLogin{From: "common_name"} }},
+		{"subject_alt_name alias", "ssl_cert_login_from = subject_alt_name\n", func(c Config) bool { return c.TLS.CertLogin.From == tlsconf.LoginFromSAN }},
+		{"mechanisms in key order", "auth_mechanisms.10 = PLAIN\nauth_mechanisms.2 = ANONYMOUS\n", func(c Config) bool {
+			return slices.Equal(c.SASL.Mechanisms, []string{"PLAIN", "ANONYMOUS"}) // RabbitMQ sorts the keys as strings
+		}},
+		{"anonymous off", "anonymous_login_user = none\n", func(c Config) bool { _, _, ok := c.SASL.AnonymousCredentials(); return !ok }},
+		{"max_connections alias", "max_connections = 7\n", func(c Config) bool { return c.ConnectionMax == 7 }},
+		{"connection_max 0 refuses all", "connection_max = 0\n", func(c Config) bool { return c.ConnectionMax == -1 }},
+		{"connection_max infinity", "connection_max = infinity\nstream.max_connections = infinity\n", func(c Config) bool {
+			return c.ConnectionMax == 0 && c.StreamConnectionMax == 0
+		}},
+		{"channel_max_per_node infinity", "channel_max_per_node = infinity\n", func(c Config) bool { return c.ChannelMaxPerNode == 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := readConf(t, tc.conf)
@@ -270,16 +319,25 @@ func TestConfFileErrors(t *testing.T) {
 		{"memory absolute fraction", "vm_memory_high_watermark.absolute = 1.5GB\n", `w.conf:1: vm_memory_high_watermark.absolute: "1.5GB" is not an amount of information`},
 		{"disk absolute 0", "disk_free_limit.absolute = 0\n", `w.conf:1: disk_free_limit.absolute: 0 (RabbitMQ: no disk alarm) is not supported by Warren yet`},
 		{"disk relative negative", "disk_free_limit.relative = -1\n", `w.conf:1: disk_free_limit.relative: -1 is out of range`},
-		{"ssl password", "ssl_options.password = secret\n", `w.conf:1: RabbitMQ's key "ssl_options.password" is not supported by Warren yet`},
-		{"ssl ciphers", "ssl_options.ciphers.1 = ECDHE-ECDSA-AES256-GCM-SHA384\n", `w.conf:1: RabbitMQ's key "ssl_options.ciphers.1" is not supported by Warren yet`},
-		{"management ssl depth", "management.ssl.depth = 2\n", `w.conf:1: key "management.ssl.depth" of RabbitMQ's rabbitmq_management plugin is not supported by Warren yet`},
+		{"ssl dhfile", "ssl_options.dhfile = /dh.pem\n", `w.conf:1: RabbitMQ's key "ssl_options.dhfile" is not supported by Warren yet`},
+		{"encrypted ssl password", "ssl_options.password = encrypted:abc\n", `w.conf:1: ssl_options.password: RabbitMQ reads encrypted:… as an encrypted value`},
+		{"unknown cipher", "ssl_options.ciphers.1 = AES-FAST\n", `w.conf:1: ssl_options.ciphers.1: "AES-FAST" is not a cipher suite Warren offers`},
+		{"DHE cipher", "management.ssl.ciphers.1 = DHE-RSA-AES256-GCM-SHA384\n", `w.conf:1: management.ssl.ciphers.1: "DHE-RSA-AES256-GCM-SHA384" is not a cipher suite Warren offers`},
+		{"management ssl depth", "management.ssl.depth = 256\n", `w.conf:1: management.ssl.depth: "256" is not a depth (0-255)`},
+		{"honor_cipher_order", "prometheus.ssl.honor_cipher_order = yes\n", `w.conf:1: prometheus.ssl.honor_cipher_order: "yes" is not true or false`},
 		{"tls 1.1", "ssl_options.versions.1 = tlsv1.1\n", `w.conf:1: ssl_options.versions.1: tlsv1.1 is not supported: Warren speaks TLS 1.2 and 1.3 only`},
 		{"bad version", "prometheus.ssl.versions.1 = tls13\n", `w.conf:1: prometheus.ssl.versions.1: "tls13" is not a TLS version`},
 		{"bad verify", "ssl_options.verify = yes\n", `w.conf:1: ssl_options.verify: "yes" is not verify_peer or verify_none`},
 		{"bad fail_if_no_peer_cert", "ssl_options.fail_if_no_peer_cert = 1\n", `w.conf:1: ssl_options.fail_if_no_peer_cert: "1" is not true or false`},
 		{"empty certfile", "ssl_options.certfile = ''\n", `w.conf:1: ssl_options.certfile: empty`},
-		{"san login", "ssl_cert_login_from = subject_alternative_name\n", `w.conf:1: ssl_cert_login_from: subject_alternative_name is not supported by Warren yet`},
-		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name`},
+		{"bad login from", "ssl_cert_login_from = cn\n", `w.conf:1: ssl_cert_login_from: "cn" is not one of distinguished_name, common_name, subject_alternative_name, subject_alt_name`},
+		{"bad san type", "ssl_cert_login_san_type = rfc822\n", `w.conf:1: ssl_cert_login_san_type: "rfc822" is not one of dns, ip, email, uri, other_name`},
+		{"negative san index", "ssl_cert_login_san_index = -1\n", `w.conf:1: ssl_cert_login_san_index: -1 is not a non-negative integer`},
+		{"unknown mechanism", "auth_mechanisms.1 = RABBIT-CR-DEMO\n", `w.conf:1: auth_mechanisms.1: "RABBIT-CR-DEMO" is not an authentication mechanism Warren has (PLAIN, AMQPLAIN, ANONYMOUS, EXTERNAL)`},
+		{"encrypted anonymous pass", "anonymous_login_pass = encrypted:abc\n", `w.conf:1: anonymous_login_pass: RabbitMQ reads encrypted:… as an encrypted value`},
+		{"connection_max twice", "connection_max = 5\nmax_connections = 6\n", `w.conf:2: max_connections: connection_max and max_connections are the same setting, already set on line 1; keep one`},
+		{"connection_max negative", "connection_max = -1\n", `w.conf:1: connection_max: "-1" should be a non-negative integer or 'infinity'`},
+		{"channel_max_per_node zero", "channel_max_per_node = 0\n", `w.conf:1: channel_max_per_node: "0" should be positive integer or 'infinity'`},
 		{"bad tls port", "listeners.ssl.default = 0\n", `w.conf:1: listeners.ssl.default: port 0 is out of range 1-65535`},
 		{"bad https port", "management.ssl.port = x\n", `w.conf:1: management.ssl.port: "x" is not a port`},
 		{"bad https ip", "prometheus.ssl.ip = localhost\n", `w.conf:1: prometheus.ssl.ip: "localhost" is not an IP address`},

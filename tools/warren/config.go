@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warren-mq/warren/internal/sasl"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/queues/alarm"
 )
@@ -82,6 +83,15 @@ type Config struct {
 	Alarms alarm.Limits
 	// TLS is the TLS listeners and their certificates (conftls.go).
 	TLS TLSConfig
+	// SASL is auth_mechanisms and the ANONYMOUS credentials (zero:
+	// RabbitMQ 4.x's PLAIN, AMQPLAIN, ANONYMOUS as guest).
+	SASL sasl.Config
+	// ConnectionMax (connection_max) and StreamConnectionMax
+	// (stream.max_connections) bound each AMQP and stream listener's
+	// connections; ChannelMaxPerNode (channel_max_per_node) the node's
+	// channels. Zero means no limit; a negative connection limit refuses
+	// every connection.
+	ConnectionMax, StreamConnectionMax, ChannelMaxPerNode int
 }
 
 func defaults() Config {

@@ -17,9 +17,10 @@ import (
 // stream TLS listeners (listeners.ssl.*, stream.listeners.ssl.*) share
 // ssl_options.*; the management API's HTTPS listener has
 // management.ssl.*, the Prometheus endpoint's prometheus.ssl.*. Each
-// option set takes cacertfile, certfile, keyfile, verify,
-// fail_if_no_peer_cert and versions.<n>; any other ssl key of RabbitMQ's
-// (password, ciphers, depth, ...) stays refused as not supported.
+// option set takes cacertfile, certfile, keyfile, password, verify,
+// fail_if_no_peer_cert, depth, versions.<n>, ciphers.<n>,
+// honor_cipher_order and honor_ecc_order; any other ssl key of
+// RabbitMQ's (crl_sources, dhfile, ...) stays refused as not supported.
 
 // TLSConfig is the daemon's TLS: listen addresses (empty: off) and the
 // certificates each listener serves.
@@ -35,9 +36,10 @@ type TLSConfig struct {
 	// Options are ssl_options (AMQPS and stream), HTTPS management.ssl,
 	// Prometheus prometheus.ssl.
 	Options, HTTPS, Prometheus tlsconf.Options
-	// CertLoginFrom is ssl_cert_login_from: where SASL EXTERNAL takes
-	// the user name from (default distinguished_name, as RabbitMQ).
-	CertLoginFrom string
+	// CertLogin is ssl_cert_login_from, ssl_cert_login_san_type and
+	// ssl_cert_login_san_index: where SASL EXTERNAL takes the user name
+	// from (default distinguished_name, as RabbitMQ; confauth.go).
+	CertLogin tlsconf.CertLogin
 }
 
 // The ssl option sets, by key prefix.
@@ -65,23 +67,14 @@ func init() {
 			_, err := rabbitconf.ParsePort(e.Value)
 			return err
 		})},
-		confKey{"ssl_cert_login_from", set(func(t *tlsKeys, e rabbitconf.Entry) error {
-			switch e.Value {
-			case tlsconf.LoginFromDN, tlsconf.LoginFromCN:
-				t.loginFrom = e.Value
-				return nil
-			case "subject_alternative_name", "subject_alt_name":
-				return fmt.Errorf("%s is not supported by Warren yet (distinguished_name, common_name are)", e.Value)
-			}
-			return fmt.Errorf("%q is not one of distinguished_name, common_name", e.Value)
-		})},
 		confKey{"management.ssl.port", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setPort(sslManagement, e) })},
 		confKey{"management.ssl.ip", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setIP(sslManagement, e) })},
 		confKey{"prometheus.ssl.port", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setPort(sslPrometheus, e) })},
 		confKey{"prometheus.ssl.ip", set(func(t *tlsKeys, e rabbitconf.Entry) error { return t.setIP(sslPrometheus, e) })},
 	)
 	for _, prefix := range []string{sslOptions, sslManagement, sslPrometheus} {
-		for _, opt := range []string{"cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "versions.$n"} {
+		for _, opt := range []string{"cacertfile", "certfile", "keyfile", "verify", "fail_if_no_peer_cert", "versions.$n",
+			"ciphers.$n", "depth", "password", "honor_cipher_order", "honor_ecc_order"} {
 			confKeys = append(confKeys, confKey{prefix + "." + opt, set(func(t *tlsKeys, e rabbitconf.Entry) error {
 				return t.option(prefix, e)
 			})})
@@ -99,7 +92,6 @@ type confKey = struct {
 type tlsKeys struct {
 	amqps, streams               *listenerKeys
 	advertiseHost, advertisePort string
-	loginFrom                    string
 	sets                         map[string]*sslKeys // by prefix
 }
 
@@ -109,6 +101,7 @@ type sslKeys struct {
 	ip, port string
 	listen   bool              // port or ip given: the HTTPS listener is on
 	versions map[string]uint16 // versions.<n>
+	ciphers  map[string]uint16 // ciphers.<n>
 }
 
 func (t *tlsKeys) amqpKeys() *listenerKeys {
@@ -177,6 +170,39 @@ func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
 		on, err := rabbitconf.ParseBool(e.Value)
 		k.opts.FailIfNoPeerCert = on
 		return err
+	case "password":
+		k.opts.Password = e.Value
+		if err := nonEmpty(e.Value); err != nil {
+			return err
+		}
+		if taggedValue.MatchString(e.Value) {
+			tag, _, _ := strings.Cut(e.Value, ":")
+			return fmt.Errorf("RabbitMQ reads %s:… as an encrypted value, which Warren does not support yet", tag)
+		}
+	case "depth":
+		n, err := rabbitconf.ParseInt(e.Value)
+		if err != nil || n < 0 || n > 255 {
+			return fmt.Errorf("%q is not a depth (0-255)", e.Value)
+		}
+		d := int(n)
+		k.opts.Depth = &d
+	case "honor_cipher_order", "honor_ecc_order":
+		on, err := rabbitconf.ParseBool(e.Value)
+		if opt == "honor_cipher_order" {
+			k.opts.HonorCipherOrder = on
+		} else {
+			k.opts.HonorECCOrder = on
+		}
+		return err
+	case "ciphers":
+		id, err := tlsconf.ParseCipher(e.Value)
+		if err != nil {
+			return err
+		}
+		if k.ciphers == nil {
+			k.ciphers = map[string]uint16{}
+		}
+		k.ciphers[e.Key] = id
 	case "versions":
 		v, err := tlsconf.ParseVersion(e.Value)
 		if err != nil {
@@ -193,15 +219,15 @@ func (t *tlsKeys) option(prefix string, e rabbitconf.Entry) error {
 // finish puts the TLS keys into cfg, once all are read.
 func (t *tlsKeys) finish(s *confState) {
 	cfg := &s.cfg.TLS
-	if t.loginFrom != "" {
-		cfg.CertLoginFrom = t.loginFrom
-	}
 	// Checks across keys (a listener without a certificate, verify_peer
 	// without a CA) are made when the certificates load at start, so
 	// each key is valid on its own (warren.conf.example shows them so).
 	for prefix, k := range t.sets {
 		for _, key := range slices.Sorted(maps.Keys(k.versions)) {
 			k.opts.Versions = append(k.opts.Versions, k.versions[key])
+		}
+		for _, key := range slices.Sorted(maps.Keys(k.ciphers)) {
+			k.opts.CipherSuites = append(k.opts.CipherSuites, k.ciphers[key])
 		}
 		switch prefix {
 		case sslOptions:

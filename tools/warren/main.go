@@ -127,10 +127,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		logger.Info("validating every chunk of each stream's last segment: first start since the machine booted")
 	}
 	broker, err := queues.Open(cfg.DataDir, queues.Options{
-		Logger:        logger,
-		StreamOptions: osiris.Options{RetentionInterval: retention, Logger: logger, TrustTail: trustTail},
-		LoopbackUsers: cfg.LoopbackUsers,
-		Bootstrap:     cfg.Bootstrap,
+		Logger:            logger,
+		StreamOptions:     osiris.Options{RetentionInterval: retention, Logger: logger, TrustTail: trustTail},
+		LoopbackUsers:     cfg.LoopbackUsers,
+		Bootstrap:         cfg.Bootstrap,
+		ChannelMaxPerNode: cfg.ChannelMaxPerNode,
 	})
 	if err != nil {
 		return err
@@ -200,7 +201,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		srv, err := streamproto.NewServer(streamproto.Config{
 			Broker: broker, Logger: logger, Advertise: advertise, FrameMax: cfg.FrameMax, Heartbeat: cfg.Heartbeat,
-			SuperStreams: super, AdvertiseTLS: advertiseTLS, CertLoginFrom: cfg.TLS.CertLoginFrom,
+			SuperStreams: super, AdvertiseTLS: advertiseTLS, SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin, ConnectionMax: cfg.StreamConnectionMax,
 			InitialFrameMax: cfg.StreamInitialFrameMax,
 		})
 		if err != nil {
@@ -233,13 +234,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		srv := amqp.NewServer(amqp.Config{
 			Broker: broker, Logger: logger, FrameMax: cfg.AMQPFrameMax, ChannelMax: cfg.AMQPChannelMax,
 			Heartbeat: cfg.AMQPHeartbeat, DenyTransientNonExclusive: cfg.DenyTransientNonExclusive,
-			CertLoginFrom:  cfg.TLS.CertLoginFrom,
+			SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin, ConnectionMax: cfg.ConnectionMax,
 			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
 			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
 			// AMQP 1.0 on the same port, as RabbitMQ 4.x.
 			AMQP10: amqp1.NewServer(amqp1.Config{
 				Broker: broker, Logger: logger, MaxMessageSize: cfg.MaxMessageSize,
-				HandshakeTimeout: cfg.HandshakeTimeout, CertLoginFrom: cfg.TLS.CertLoginFrom,
+				HandshakeTimeout: cfg.HandshakeTimeout, SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin,
 				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
 				DefaultVHost: cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
 			}).Handoff,

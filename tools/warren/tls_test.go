@@ -50,6 +50,8 @@ ssl_options.certfile = %[2]s
 ssl_options.keyfile = %[3]s
 ssl_options.verify = verify_peer
 ssl_cert_login_from = common_name
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = EXTERNAL
 management.ssl.certfile = %[2]s
 management.ssl.keyfile = %[3]s
 prometheus.ssl.certfile = %[2]s
@@ -131,6 +133,34 @@ prometheus.ssl.versions.1 = tlsv1.3
 	if got := strings.Join(protocols, " "); got != "stream/ssl amqp/ssl https/prometheus https" {
 		t.Fatalf("listeners %s", got)
 	}
+	// The protocol-listener health check takes a listener's name with
+	// its slash percent-encoded, RabbitMQ's aliases (amqps) and a
+	// comma-separated list, as RabbitMQ's does.
+	for _, p := range []string{"amqp%2Fssl", "amqps", "AMQPS", "stream%2Fssl", "https", "https%2Fprometheus", "amqp%2Fssl,stream%2Fssl,https"} {
+		var check struct {
+			Status    string   `json:"status"`
+			Protocols []string `json:"protocols"`
+		}
+		get("https://"+addrs.HTTPS.String()+"/api/health/checks/protocol-listener/"+p, &check)
+		if check.Status != "ok" || len(check.Protocols) != 4 {
+			t.Fatalf("protocol-listener/%s: %+v", p, check)
+		}
+	}
+	req, _ := http.NewRequest("GET", "https://"+addrs.HTTPS.String()+"/api/health/checks/protocol-listener/amqps,mqtt%2Fssl,amqp", nil)
+	req.SetBasicAuth("guest", "guest")
+	res, err := https.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed struct {
+		Status, Reason string
+		Missing        []string
+	}
+	json.NewDecoder(res.Body).Decode(&failed)
+	res.Body.Close()
+	if res.StatusCode != 503 || failed.Status != "failed" || failed.Reason != "No active listener" || strings.Join(failed.Missing, " ") != "mqtt/ssl amqp" {
+		t.Fatalf("protocol-listener with missing ones: %d %+v", res.StatusCode, failed)
+	}
 	var conns []map[string]any
 	get("https://"+addrs.HTTPS.String()+"/api/connections", &conns)
 	if len(conns) != 1 {
@@ -142,7 +172,7 @@ prometheus.ssl.versions.1 = tlsv1.3
 		c["peer_cert_validity"] == nil || c["auth_mechanism"] != "EXTERNAL" || c["user"] != "guest" {
 		t.Fatalf("connection %v", c)
 	}
-	res, err := https.Get("https://" + addrs.PrometheusTLS.String() + "/metrics")
+	res, err = https.Get("https://" + addrs.PrometheusTLS.String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
