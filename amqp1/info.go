@@ -32,7 +32,7 @@ func (c *conn) Info() queues.ConnInfo {
 		FrameMax:   c.cfg.MaxFrameSize,
 		ChannelMax: c.channelMax,
 		Heartbeat:  uint32(time.Duration(c.heartbeat.Load()) * 2 / time.Second),
-		State:      queues.StateRunning,
+		State:      c.state(),
 		SSL:        c.tls != nil,
 		RecvOct:    c.stats.RecvOct.Load(),
 		SendOct:    c.stats.SendOct.Load(),
@@ -51,3 +51,13 @@ func (c *conn) Info() queues.ConnInfo {
 
 // Counters returns the connection's message counters (queues.Conn).
 func (c *conn) Counters() (queues.Proto, *queues.Counters) { return queues.ProtoAMQP10, &c.ctr }
+
+// state is the connection's state as RabbitMQ's API shows it: "flow"
+// while publisher flow control holds the reader and for 5 s after, as
+// RabbitMQ's reader shows it (and package amqp does).
+func (c *conn) state() string {
+	if c.credit.Flow(5 * time.Second) {
+		return queues.StateFlow
+	}
+	return queues.StateRunning
+}
