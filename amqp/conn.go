@@ -82,6 +82,8 @@ type conn struct {
 	kicked chan struct{}
 	// blocked is set while the reader is held by an alarm (alarm.go).
 	blocked atomic.Bool
+	// handedOff is the AMQP 1.0 connection this one became (handoff.go).
+	handedOff atomic.Pointer[handedOffConn]
 
 	closeOnce  sync.Once
 	writerDone chan struct{}
@@ -144,6 +146,10 @@ func (c *conn) Serve() {
 	case <-c.writerDone:
 	case <-time.After(5 * time.Second):
 	}
+	if h := c.handedOff.Load(); h != nil {
+		h.Serve() // the AMQP 1.0 server owns the socket now
+		return
+	}
 	if c.shutDown {
 		c.linger()
 	}
@@ -181,6 +187,10 @@ func (c *conn) closeWait() time.Duration {
 
 // Shutdown is Server.Close: tell the client and stop.
 func (c *conn) Shutdown() {
+	if h := c.handedOff.Load(); h != nil {
+		h.Shutdown()
+		return
+	}
 	c.out.frames(func(b []byte) []byte {
 		return wire.AppendMethodFrame(b, 0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - broker shutdown"})
 	})
@@ -409,6 +419,9 @@ func (c *conn) handshake() error {
 	hdr, err := c.fr.ReadProtocolHeader()
 	if err != nil {
 		return err
+	}
+	if c.srv.cfg.AMQP10 != nil && isAMQP10Header(hdr) {
+		return c.handOff(hdr)
 	}
 	if !bytes.Equal(hdr[:], wire.ProtocolHeader[:]) && hdr != [8]byte{'A', 'M', 'Q', 'P', 1, 1, 0, 9} {
 		// Any other header gets ours back and the socket closes.

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/warren-mq/warren/amqp/wire"
+	"github.com/warren-mq/warren/internal/msgconv"
 	"github.com/warren-mq/warren/queues"
 )
 
@@ -92,14 +93,14 @@ type consumer struct {
 // Deliver sends one message to the client. The frames are queued while
 // ch.mu is held, so delivery tags reach the client in ascending order. A
 // stream record (an AMQP 1.0 message) is converted first
-// (stream_convert.go).
+// (internal/msgconv).
 func (cs *consumer) Deliver(d *queues.Delivery) {
 	ch := cs.ch
 	exchange, key, props, body := d.Exchange, d.RoutingKey, []byte(nil), d.Body
 	if d.Stream != nil {
-		sd := convertStreamRecord(d.Body, d.ID, d.RoutingKey, cs.props)
-		cs.props = sd.props[:0]
-		exchange, key, props, body = sd.exchange, sd.key, sd.props, sd.body
+		sd := msgconv.StreamRecordTo091(d.Body, d.ID, d.RoutingKey, cs.props)
+		cs.props = sd.Props[:0]
+		exchange, key, props, body = sd.Exchange, sd.Key, sd.Props, sd.Body
 	} else {
 		props = queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
 	}

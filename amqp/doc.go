@@ -24,7 +24,7 @@
 //
 // A stream (x-queue-type=stream, or one the stream protocol created) is
 // a queue to this front end: published messages are converted to AMQP
-// 1.0 and appended (stream_convert.go, stream_publish.go); consumers read
+// 1.0 and appended (internal/msgconv, stream_publish.go); consumers read
 // from an x-stream-offset with their prefetch count as credit, and
 // deliveries are converted back, with an x-stream-offset header.
 //

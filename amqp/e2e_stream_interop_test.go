@@ -148,7 +148,7 @@ func TestStreamInteropStreamClientToAMQP(t *testing.T) {
 // message published without one), headers sorted, plus x-stream-offset;
 // a byte array comes back a byte array, and the headers RabbitMQ drops
 // (arrays and tables outside x- headers, decimals) come back with their
-// types (stream_convert.go).
+// types (internal/msgconv).
 func TestStreamInteropAMQPRoundTrip(t *testing.T) {
 	d := startDual(t, "")
 	c, ch := d.channel(t)

@@ -87,6 +87,10 @@ type Config struct {
 	// written yet (publisher flow control, flow.go); zero means
 	// flow.DefaultLimit (4 MiB).
 	PublishCredit int64
+	// AMQP10, when set, takes over a connection whose protocol header is
+	// AMQP 1.0's ("AMQP" id 1 0 0, any protocol id): see Handoff. Nil:
+	// such a header is refused like any other this server does not speak.
+	AMQP10 Handoff
 }
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.

@@ -1,10 +1,13 @@
 package amqp
 
-import "github.com/warren-mq/warren/queues"
+import (
+	"github.com/warren-mq/warren/internal/msgconv"
+	"github.com/warren-mq/warren/queues"
+)
 
 // streamMessage is a message being published, as queues.Publish asks a
 // stream destination's format of it: converted to AMQP 1.0
-// (stream_convert.go).
+// (internal/msgconv).
 type streamMessage struct {
 	exchange, key string
 	props, body   []byte
@@ -19,5 +22,5 @@ func StreamMessage(exchange, key string, props, body []byte) queues.StreamEncode
 
 // AppendStreamMessage implements queues.StreamEncoder.
 func (m *streamMessage) AppendStreamMessage(dst []byte) ([]byte, []byte, error) {
-	return appendStreamMessage(dst, m.exchange, m.key, m.props, m.body)
+	return msgconv.AppendAMQP10(dst, m.exchange, m.key, m.props, m.body)
 }

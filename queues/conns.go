@@ -18,6 +18,7 @@ import (
 const (
 	ProtocolAMQP091 = "AMQP 0-9-1"
 	ProtocolStream  = "stream"
+	ProtocolAMQP10  = "AMQP 1-0"
 )
 
 // Connection and channel states, as RabbitMQ reports them.

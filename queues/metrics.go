@@ -23,11 +23,12 @@ type Proto uint8
 const (
 	ProtoAMQP091 Proto = iota
 	ProtoStream
+	ProtoAMQP10
 	NumProtos
 )
 
 // ProtoNames are the protocol label values, by Proto.
-var ProtoNames = [NumProtos]string{"amqp091", "stream"}
+var ProtoNames = [NumProtos]string{"amqp091", "stream", "amqp10"}
 
 // QType is a queue type as the counters label it.
 type QType uint8

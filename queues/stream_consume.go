@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/classic"
 	"github.com/warren-mq/warren/segment"
 )
 
@@ -44,7 +45,8 @@ type StreamConsumer struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine ends
 
-	credit struct {
+	credited bool // ConsumerOptions.Credited: settling gives no credit back
+	credit   struct {
 		sync.Mutex
 		n int
 	}
@@ -66,6 +68,24 @@ type Subscription interface {
 	// the Sink takes.
 	Stop()
 }
+
+// A CreditedSubscription is a Subscription made with
+// ConsumerOptions.Credited (an AMQP 1.0 receiving link): deliveries take
+// credit, and the front end sets it from the receiver's flow.
+type CreditedSubscription interface {
+	Subscription
+	// SetCredit sets the deliveries the consumer may still get.
+	SetCredit(n int)
+	// DrainCredit uses the credit up as an AMQP 1.0 drain asks and
+	// returns what was left unused. It may wait for the queue's
+	// dispatcher: never call it from the Sink.
+	DrainCredit() int
+}
+
+var (
+	_ CreditedSubscription = (*StreamConsumer)(nil)
+	_ CreditedSubscription = (*classic.Consumer)(nil)
+)
 
 // Consume attaches a consumer to queue name of any type (classic, quorum
 // or stream), with the consumer arguments args, checked as RabbitMQ's
@@ -109,7 +129,7 @@ func (b *Broker) consumeStream(vhost, name string, s *osiris.Stream, o ConsumerO
 		}
 	}
 	switch {
-	case o.Prefetch == 0:
+	case o.Prefetch == 0 && !o.Credited:
 		return nil, Errorf(CodePreconditionFailed, "consumer prefetch count is not set for stream %s", res)
 	case o.NoAck:
 		return nil, Errorf(CodeNotImplemented, "automatic acknowledgement not supported by stream %s", res)
@@ -128,6 +148,9 @@ func (b *Broker) consumeStream(vhost, name string, s *osiris.Stream, o ConsumerO
 		cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
 	sc.credit.n = o.Prefetch
+	if o.Credited {
+		sc.credited, sc.credit.n = true, max(o.Credit, 0)
+	}
 	labels := pprof.Labels("stream-consumer", name, "tag", o.Tag)
 	go pprof.Do(ctx, labels, sc.run)
 	return sc, nil
@@ -217,7 +240,7 @@ func (sc *StreamConsumer) Stop() {
 	<-sc.done
 }
 
-// Ack gives one credit back per delivery.
+// Ack gives one credit back per delivery (none to a credited consumer).
 func (sc *StreamConsumer) Ack(ids ...uint64) { sc.grant(len(ids)) }
 
 // Requeue gives credit back: a stream does not redeliver.
@@ -226,11 +249,38 @@ func (sc *StreamConsumer) Requeue(ids ...uint64) { sc.grant(len(ids)) }
 // Discard gives credit back: a stream removes nothing.
 func (sc *StreamConsumer) Discard(ids ...uint64) { sc.grant(len(ids)) }
 
+// SetCredit sets a credited consumer's credit to n (an AMQP 1.0 flow's
+// link-credit).
+func (sc *StreamConsumer) SetCredit(n int) {
+	sc.credit.Lock()
+	sc.credit.n = max(n, 0)
+	sc.credit.Unlock()
+	sc.wakeUp()
+}
+
+// DrainCredit sets the credit to 0 and returns what was left: a stream
+// consumer's records come as its reader reaches them, so what is not
+// already on its way is not waited for.
+func (sc *StreamConsumer) DrainCredit() int {
+	sc.credit.Lock()
+	defer sc.credit.Unlock()
+	left := sc.credit.n
+	sc.credit.n = 0
+	return left
+}
+
 // grant gives n credits back.
 func (sc *StreamConsumer) grant(n int) {
+	if sc.credited {
+		return
+	}
 	sc.credit.Lock()
 	sc.credit.n += n
 	sc.credit.Unlock()
+	sc.wakeUp()
+}
+
+func (sc *StreamConsumer) wakeUp() {
 	select {
 	case sc.wake <- struct{}{}:
 	default:

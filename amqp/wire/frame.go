@@ -97,6 +97,14 @@ func (fr *FrameReader) ReadProtocolHeader() ([8]byte, error) {
 	return h, nil
 }
 
+// Buffered returns the bytes read from the stream but not yet taken, for
+// a caller that hands the stream to another protocol's reader. They are
+// valid until the next read.
+func (fr *FrameReader) Buffered() []byte {
+	b, _ := fr.br.Peek(fr.br.Buffered())
+	return b
+}
+
 // ReadFrame reads one frame with a payload of at most max bytes (pass
 // math.MaxUint32 for no limit). The payload aliases an internal buffer
 // and is valid until the next call.

@@ -21,6 +21,7 @@ var rank = []struct {
 }{
 	{"internal/", 0},
 	{"internal/amqp10/frame", 1},      // the AMQP 1.0 transport, over the amqp10 types
+	{"internal/msgconv", 2},           // 0-9-1 <-> 1.0 message conversion, over amqp/wire and amqp10
 	{"amqp/wire/internal/specgen", 0}, // the generator's parser of the XML spec
 	{"amqp/wire", 1},
 	{"streamproto/wire", 1},
@@ -34,6 +35,7 @@ var rank = []struct {
 	{"definitions", 6}, // beside superstream: neither imports the other
 	{"amqp", 7},
 	{"streamproto", 7},    // beside amqp: neither imports the other
+	{"amqp1", 7},          // AMQP 1.0, beside amqp: amqp hands it connections through a hook
 	{"mgmt", 8},           // the management API: above the front ends it reports on
 	{"mgmt/console", 0},   // the web console's embedded files: imports nothing of ours
 	{"mgmt/mgmttest", 9},  // a whole Warren for tests of the API's clients

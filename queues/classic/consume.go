@@ -101,10 +101,12 @@ type Consumer struct {
 	priority  int
 	ch        *ChannelLimit
 	sink      Sink
+	credited  bool // room is credit (ConsumerOptions.Credited)
 
 	// Guarded by q.mu.
 	unacked   int  // unacked deliveries, including a reserved one
 	cancelled bool // no more deliveries
+	credit    int  // deliveries a credited consumer may still get
 }
 
 // Tag returns the consumer tag.
@@ -136,6 +138,9 @@ func (q *Queue) SingleActive() bool { return q.singleActive() }
 // channel limit aside.
 // REQUIRES: c.q.mu held.
 func (c *Consumer) hasRoomLocked() bool {
+	if c.credited {
+		return !c.cancelled && c.credit > 0
+	}
 	return !c.cancelled && (c.noAck || c.prefetch <= 0 || c.unacked < c.prefetch)
 }
 
@@ -162,6 +167,9 @@ func (q *Queue) Consume(o ConsumerOptions) (*Consumer, error) {
 		return nil, qerr.Errorf(qerr.CodeAccessRefused, "%s in exclusive use", qerr.Resource("queue", q.def.Name, q.def.VHost))
 	}
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, exclusive: o.Exclusive, prefetch: o.Prefetch, priority: o.Priority, ch: o.Channel, sink: o.Sink}
+	if o.Credited {
+		c.credited, c.credit, c.prefetch, c.ch = true, max(o.Credit, 0), 0, nil
+	}
 	q.addConsumerLocked(c)
 	if sac && q.mu.active == nil {
 		q.mu.active = c
@@ -199,6 +207,9 @@ func (q *Queue) Cancel(c *Consumer) {
 		return
 	}
 	c.cancelled = true
+	if q.mu.waiters > 0 {
+		q.mu.idle.Broadcast() // a DrainCredit of c stops waiting
+	}
 	if i := slices.Index(q.mu.consumers, c); i >= 0 {
 		q.mu.consumers = slices.Delete(q.mu.consumers, i, i+1)
 	}

@@ -129,6 +129,12 @@ type ConsumerOptions struct {
 	// Priority is x-priority: consumers with room of the highest priority
 	// are served first, round robin among equals.
 	Priority int
+	// Credited makes the consumer's room link credit, as an AMQP 1.0
+	// receiver grants it: Credit deliveries, each taking one however
+	// many are unacked, and settling gives none back; Prefetch and
+	// Channel are ignored. SetCredit and DrainCredit change it.
+	Credited bool
+	Credit   int
 }
 
 // NoQueueError is the 404 of a missing (or deleted) queue.
@@ -812,6 +818,9 @@ func (q *Queue) deliveredLocked(t *taken, c *Consumer, noAck bool) {
 		q.mu.counts.Got++
 	} else {
 		q.mu.counts.Delivered++
+		if c.credited {
+			c.credit--
+		}
 	}
 	if t.count > 0 {
 		q.mu.counts.Redelivered++
@@ -916,6 +925,9 @@ func (q *Queue) FinishShutdown(deleted bool) error {
 	q.mu.consumers = nil
 	for _, c := range consumers {
 		c.cancelled = true
+	}
+	if q.mu.waiters > 0 {
+		q.mu.idle.Broadcast() // DrainCredit calls stop waiting
 	}
 	for q.mu.delivering != nil {
 		q.mu.waiters++

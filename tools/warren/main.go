@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/amqp1"
 	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/mgmt"
@@ -236,6 +237,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin, ConnectionMax: cfg.ConnectionMax,
 			MaxMessageSize: cfg.MaxMessageSize, ConsumerMaxPerChannel: cfg.ConsumerMaxPerChannel,
 			HandshakeTimeout: cfg.HandshakeTimeout, InitialFrameMax: cfg.AMQPInitialFrameMax,
+			// AMQP 1.0 on the same port, as RabbitMQ 4.x.
+			AMQP10: amqp1.NewServer(amqp1.Config{
+				Broker: broker, Logger: logger, MaxMessageSize: cfg.MaxMessageSize,
+				HandshakeTimeout: cfg.HandshakeTimeout, SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin,
+				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
+				DefaultVHost: cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
+			}).Handoff,
 		})
 		for range lns {
 			servers = append(servers, srv) // one Serve per listener

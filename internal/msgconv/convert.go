@@ -1,9 +1,10 @@
-package amqp
+package msgconv
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"maps"
 	"math"
 	"slices"
@@ -85,12 +86,12 @@ const (
 	annotationRoutingKey = "x-routing-key"
 )
 
-// appendStreamMessage appends the AMQP 1.0 encoding of an AMQP 0-9-1
+// AppendAMQP10 appends the AMQP 1.0 encoding of an AMQP 0-9-1
 // message (raw content properties and body) published to exchange with
 // routing key key, and returns the message's stream filter value (its
 // x-stream-filter-value header when that is a UTF-8 string; nil for
 // none). props must have been validated (the publish path scanned them).
-func appendStreamMessage(dst []byte, exchange, key string, props, body []byte) ([]byte, []byte, error) {
+func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte, []byte, error) {
 	p, err := wire.ParseProperties(props)
 	if err != nil {
 		return dst, nil, err
@@ -437,39 +438,65 @@ func unquoteURI(s string) (string, bool) {
 	return b.String(), true
 }
 
-// streamDelivery is a stream record converted for an AMQP 0-9-1
+// Delivery is a stream record converted for an AMQP 0-9-1
 // consumer.
-type streamDelivery struct {
-	exchange string
-	key      string
-	props    []byte // raw content properties
-	body     []byte // may alias the record
+type Delivery struct {
+	Exchange string
+	Key      string
+	Props    []byte // raw content properties
+	Body     []byte // may alias the record
 }
 
-// convertStreamRecord converts the stream record at offset of the stream
+// StreamRecordTo091 converts the stream record at offset of the stream
 // named queue for an AMQP 0-9-1 consumer, appending the properties to
 // propBuf[:0]. A record that is not an AMQP 1.0 message (a stream client
 // may publish anything) is delivered as it is, with only the
 // x-stream-offset header.
-func convertStreamRecord(rec []byte, offset uint64, queue string, propBuf []byte) streamDelivery {
-	d := streamDelivery{key: queue}
-	headers := wire.Table{headerStreamOffset: int64(offset)}
+func StreamRecordTo091(rec []byte, offset uint64, queue string, propBuf []byte) Delivery {
+	d := Delivery{Key: queue}
 	var m amqp10.Message
 	if err := m.UnmarshalBinary(rec); err != nil || m.Body.Kind == amqp10.BodyNone {
-		p := wire.Properties{Flags: wire.FlagHeaders, Headers: headers}
-		d.props, _ = wire.AppendProperties(propBuf[:0], &p)
-		d.body = rec
+		p := wire.Properties{Flags: wire.FlagHeaders, Headers: wire.Table{headerStreamOffset: int64(offset)}}
+		d.Props, _ = wire.AppendProperties(propBuf[:0], &p)
+		d.Body = rec
 		return d
 	}
+	return to091Delivery(d, &m, wire.Table{headerStreamOffset: int64(offset)}, propBuf)
+}
+
+// To091 converts an AMQP 1.0 message (published over AMQP 1.0) to AMQP
+// 0-9-1 content properties and body, as StreamRecordTo091 does but
+// without a stream offset, appending the properties to propBuf[:0]; the
+// exchange and routing key come from the x-exchange and x-routing-key
+// annotations (empty when absent). A message that does not decode, or
+// has no body, is an error wrapping amqp10's.
+func To091(msg []byte, propBuf []byte) (Delivery, error) {
+	var m amqp10.Message
+	if err := m.UnmarshalBinary(msg); err != nil {
+		return Delivery{}, err
+	}
+	if m.Body.Kind == amqp10.BodyNone {
+		return Delivery{}, errNoBody
+	}
+	return to091Delivery(Delivery{}, &m, wire.Table{}, propBuf), nil
+}
+
+// errNoBody is a message without body sections.
+var errNoBody = errors.New("msgconv: message without a body")
+
+// to091Delivery fills d from m; headers holds what goes first (the
+// stream offset) and wins over m's values of the same name.
+func to091Delivery(d Delivery, m *amqp10.Message, headers wire.Table, propBuf []byte) Delivery {
+	first := maps.Clone(headers)
 	ma := m.MessageAnnotations
 	if v, ok := ma.Symbol(annotationExchange); ok {
 		if s, ok := v.(string); ok {
-			d.exchange = s
+			d.Exchange = s
 		}
 	}
 	if v, ok := ma.Symbol(annotationRoutingKey); ok {
 		if s, ok := v.(string); ok {
-			d.key = s
+			d.Key = s
 		}
 	}
 
@@ -609,22 +636,27 @@ func convertStreamRecord(rec []byte, offset uint64, queue string, propBuf []byte
 			add(k, v)
 		}
 	}
-	p.Flags |= wire.FlagHeaders
-	p.Headers = headers
+	if len(headers) > 0 {
+		p.Flags |= wire.FlagHeaders
+		p.Headers = headers
+	}
 	var err error
-	if d.props, err = wire.AppendProperties(propBuf[:0], &p); err != nil {
+	if d.Props, err = wire.AppendProperties(propBuf[:0], &p); err != nil {
 		// A value the 0-9-1 table cannot hold: deliver the offset alone.
-		p = wire.Properties{Flags: wire.FlagHeaders, Headers: wire.Table{headerStreamOffset: int64(offset)}}
-		d.props, _ = wire.AppendProperties(propBuf[:0], &p)
+		p = wire.Properties{}
+		if len(first) > 0 {
+			p = wire.Properties{Flags: wire.FlagHeaders, Headers: first}
+		}
+		d.Props, _ = wire.AppendProperties(propBuf[:0], &p)
 	}
 
 	switch {
 	case m.Body.Kind != amqp10.BodyData:
-		d.body = m.BodyAndFooter
+		d.Body = m.BodyAndFooter
 	case len(m.Body.Data) == 1:
-		d.body = m.Body.Data[0]
+		d.Body = m.Body.Data[0]
 	default:
-		d.body = bytes.Join(m.Body.Data, nil)
+		d.Body = bytes.Join(m.Body.Data, nil)
 	}
 	return d
 }

@@ -1,4 +1,4 @@
-package amqp
+package msgconv
 
 import (
 	"testing"
@@ -17,14 +17,14 @@ func FuzzStreamDeliver(f *testing.F) {
 		Headers: wire.Table{"k": "v", "x-a": []any{int32(1)}, "CC": []any{"c"}, "d": amqptab.Decimal{Scale: 2, Value: 7},
 			"t": wire.Table{"b": []byte{1}}},
 	})
-	rec, _, _ := appendStreamMessage(nil, "ex", "rk", props, []byte("body"))
+	rec, _, _ := AppendAMQP10(nil, "ex", "rk", props, []byte("body"))
 	f.Add(rec)
 	v, _ := (&amqp10.Message{Body: amqp10.Body{Kind: amqp10.BodyValue, Value: amqp10.Map{{Key: "k", Value: amqp10.Array{int64(1)}}}}}).MarshalBinary()
 	f.Add(v)
 	f.Add([]byte("not amqp"))
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		d := convertStreamRecord(rec, 42, "s", nil)
-		p, err := wire.ParseProperties(d.props)
+		d := StreamRecordTo091(rec, 42, "s", nil)
+		p, err := wire.ParseProperties(d.Props)
 		if err != nil {
 			t.Fatalf("properties do not parse: %v", err)
 		}
@@ -50,7 +50,7 @@ func FuzzStreamPublish(f *testing.F) {
 		if _, err := wire.ScanProperties(props); err != nil {
 			return
 		}
-		out, _, err := appendStreamMessage(nil, "ex", "rk", props, body)
+		out, _, err := AppendAMQP10(nil, "ex", "rk", props, body)
 		if err != nil {
 			return
 		}
@@ -58,12 +58,12 @@ func FuzzStreamPublish(f *testing.F) {
 		if err := m.UnmarshalBinary(out); err != nil {
 			t.Fatalf("converted message does not decode: %v\n% x", err, out)
 		}
-		d := convertStreamRecord(out, 0, "s", nil)
-		if _, err := wire.ParseProperties(d.props); err != nil {
+		d := StreamRecordTo091(out, 0, "s", nil)
+		if _, err := wire.ParseProperties(d.Props); err != nil {
 			t.Fatal(err)
 		}
-		if p, _ := wire.ParseProperties(props); p.Type != amqp10Type && string(d.body) != string(body) {
-			t.Fatalf("body %q, want %q", d.body, body)
+		if p, _ := wire.ParseProperties(props); p.Type != amqp10Type && string(d.Body) != string(body) {
+			t.Fatalf("body %q, want %q", d.Body, body)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package amqp
+package msgconv
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestStreamConvertGolden(t *testing.T) {
 		ContentType: "text/plain", DeliveryMode: 2, MessageID: "id",
 		Headers: wire.Table{"a": "b", "x-f": int64(1)},
 	})
-	got, filter, err := appendStreamMessage(nil, "ex", "rk", props, []byte("hi"))
+	got, filter, err := AppendAMQP10(nil, "ex", "rk", props, []byte("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestStreamConvertFilterValue(t *testing.T) {
 		{[]byte("red"), nil},
 	} {
 		props := props091(t, wire.Properties{Flags: wire.FlagHeaders, Headers: wire.Table{"x-stream-filter-value": tc.v}})
-		_, f, err := appendStreamMessage(nil, "", "s", props, nil)
+		_, f, err := AppendAMQP10(nil, "", "s", props, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,14 +96,14 @@ func TestStreamConvertFilterValue(t *testing.T) {
 
 // deliver10 encodes m and converts it for a 0-9-1 consumer at offset 7
 // of stream "s".
-func deliver10(t *testing.T, m *amqp10.Message) (streamDelivery, wire.Properties) {
+func deliver10(t *testing.T, m *amqp10.Message) (Delivery, wire.Properties) {
 	t.Helper()
 	rec, err := m.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := convertStreamRecord(rec, 7, "s", nil)
-	p, err := wire.ParseProperties(d.props)
+	d := StreamRecordTo091(rec, 7, "s", nil)
+	p, err := wire.ParseProperties(d.Props)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +122,8 @@ func TestStreamConvertDeliver(t *testing.T) {
 			Properties: &amqp10.Properties{Set: amqp10.PropMessageID | amqp10.PropCorrelationID, MessageID: uuid, CorrelationID: uint64(99)},
 			Body:       data,
 		})
-		if p.MessageID != "urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e" || p.CorrelationID != "99" || string(d.body) != "ab" {
-			t.Fatalf("%+v body %q", p, d.body)
+		if p.MessageID != "urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e" || p.CorrelationID != "99" || string(d.Body) != "ab" {
+			t.Fatalf("%+v body %q", p, d.Body)
 		}
 		_, p = deliver10(t, &amqp10.Message{
 			Properties: &amqp10.Properties{Set: amqp10.PropMessageID | amqp10.PropCorrelationID, MessageID: []byte{1, 2}, CorrelationID: long},
@@ -184,8 +184,8 @@ func TestStreamConvertDeliver(t *testing.T) {
 			},
 			Body: data,
 		})
-		if d.exchange != "ex" || d.key != "rk" {
-			t.Fatalf("exchange %q key %q", d.exchange, d.key)
+		if d.Exchange != "ex" || d.Key != "rk" {
+			t.Fatalf("exchange %q key %q", d.Exchange, d.Key)
 		}
 		want := wire.Table{
 			"x-stream-offset": int64(7), "CC": []any{"c1", "c2"}, "timestamp_in_ms": int64(ts),
@@ -222,12 +222,12 @@ func TestStreamConvertDeliver(t *testing.T) {
 		}
 		d, p := deliver10(t, m)
 		want, _ := (&amqp10.Message{Body: m.Body, Footer: m.Footer}).MarshalBinary()
-		if p.Type != "amqp-1.0" || !bytes.Equal(d.body, want) {
-			t.Fatalf("type %q body % x", p.Type, d.body)
+		if p.Type != "amqp-1.0" || !bytes.Equal(d.Body, want) {
+			t.Fatalf("type %q body % x", p.Type, d.Body)
 		}
 		// Published back over 0-9-1 with that type, the sections are the
 		// body again.
-		out, _, err := appendStreamMessage(nil, "", "s", d.props, d.body)
+		out, _, err := AppendAMQP10(nil, "", "s", d.Props, d.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,12 +237,12 @@ func TestStreamConvertDeliver(t *testing.T) {
 		}
 	})
 	t.Run("not AMQP 1.0", func(t *testing.T) {
-		d := convertStreamRecord([]byte("raw bytes"), 3, "s", nil)
-		p, err := wire.ParseProperties(d.props)
+		d := StreamRecordTo091([]byte("raw bytes"), 3, "s", nil)
+		p, err := wire.ParseProperties(d.Props)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(d.body) != "raw bytes" || d.key != "s" || !reflect.DeepEqual(p.Headers, wire.Table{"x-stream-offset": int64(3)}) {
+		if string(d.Body) != "raw bytes" || d.Key != "s" || !reflect.DeepEqual(p.Headers, wire.Table{"x-stream-offset": int64(3)}) {
 			t.Fatalf("%+v %+v", d, p)
 		}
 	})
@@ -274,20 +274,20 @@ func BenchmarkStreamConvert(b *testing.B) {
 		ContentType: "text/plain", DeliveryMode: 2, Headers: wire.Table{"k": "v", "n": int32(1)},
 	})
 	body := bytes.Repeat([]byte("x"), 100)
-	rec, _, _ := appendStreamMessage(nil, "ex", "rk", props, body)
+	rec, _, _ := AppendAMQP10(nil, "ex", "rk", props, body)
 	b.Run("publish", func(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
-			buf, _, _ = appendStreamMessage(buf[:0], "ex", "rk", props, body)
+			buf, _, _ = AppendAMQP10(buf[:0], "ex", "rk", props, body)
 		}
 	})
 	b.Run("deliver", func(b *testing.B) {
 		b.ReportAllocs()
 		var pb []byte
 		for b.Loop() {
-			d := convertStreamRecord(rec, 1, "s", pb)
-			pb = d.props[:0]
+			d := StreamRecordTo091(rec, 1, "s", pb)
+			pb = d.Props[:0]
 		}
 	})
 }

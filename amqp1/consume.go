@@ -1,0 +1,391 @@
+package amqp1
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/warren-mq/warren/internal/amqp10"
+	"github.com/warren-mq/warren/internal/amqp10/frame"
+	"github.com/warren-mq/warren/internal/msgconv"
+	"github.com/warren-mq/warren/queues"
+)
+
+// Consuming: a client's receiving link is Warren's sending link, from a
+// source "/queues/:queue" of any type, consumed through
+// Broker.Consume as a credited consumer: the queue delivers as many
+// messages as the client's link credit (a drain uses up what the queue
+// cannot fill). snd-settle-mode settled sends pre-settled transfers
+// (acknowledged as sent); otherwise the client's dispositions settle:
+// accepted acks, released and modified requeue (modified with
+// undeliverable-here dead-letters), rejected dead-letters or drops.
+// Classic and quorum messages are converted to AMQP 1.0
+// (msgconv.AppendAMQP10); stream records go as stored with the
+// x-stream-offset annotation added. A stream source takes RabbitMQ's
+// rabbitmq:stream-offset-spec filter (first, last, next, an offset, a
+// timestamp).
+
+// streamOffsetFilter is the filter key (and descriptor) of a stream
+// source's start.
+const streamOffsetFilter = "rabbitmq:stream-offset-spec"
+
+// outLink is a sending link (the client receives). Guarded by conn.mu.
+type outLink struct {
+	s             *session
+	handle        uint32
+	queue         string
+	qtype         queues.QType
+	noAck         bool // snd-settle-mode settled
+	stream        bool
+	sub           queues.CreditedSubscription // set after attach; never changed
+	deliveryCount uint32                      // transfers sent
+	credit        uint32                      // the client's remaining credit
+	pending       int                         // deliveries waiting for the session window
+	detached      bool
+}
+
+// outDelivery is a message on its way to the client, or sent and not
+// yet settled.
+type outDelivery struct {
+	link    *outLink
+	settler queues.Settler
+	id      uint64 // the queue's
+	payload []byte
+}
+
+// attachOut attaches a client's receiver.
+func (s *session) attachOut(a *frame.Attach) *amqpError {
+	c := s.c
+	if a.Source == nil || a.Source.Dynamic {
+		return &amqpError{cond: frame.CondNotImplemented, desc: "dynamic sources are not supported"}
+	}
+	queue, err := parseQueue(a.Source.Address)
+	if err != nil {
+		return &amqpError{cond: frame.CondInvalidField, desc: fmt.Sprintf("Attach refused: {bad_address,<<\"%s\">>}", a.Source.Address)}
+	}
+	if err := c.broker.CheckPermission(c.user, c.vhost, queues.PermRead, queue); err != nil {
+		return &amqpError{cond: frame.CondUnauthorizedAccess, desc: fmt.Sprintf("read access to queue '%s' in vhost '%s' refused for user '%s'", queue, c.vhost, c.user)}
+	}
+	q, stream := c.broker.LookupDestination(c.vhost, queue)
+	if q == nil && stream == nil {
+		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", queue, c.vhost)}
+	}
+	l := &outLink{s: s, handle: a.Handle, queue: queue, noAck: a.SndSettleMode == frame.SndSettled, stream: stream != nil}
+	switch {
+	case stream != nil:
+		l.qtype = queues.QTStream
+	case q.Quorum():
+		l.qtype = queues.QTQuorum
+	default:
+		l.qtype = queues.QTClassic
+	}
+	args := map[string]any{}
+	src := *a.Source
+	if l.stream {
+		var filter amqp10.Map
+		for _, e := range a.Source.Filter {
+			k, _ := e.Key.(amqp10.Symbol)
+			d, ok := e.Value.(amqp10.Described)
+			if !ok || (k != streamOffsetFilter && d.Descriptor != amqp10.Symbol(streamOffsetFilter)) {
+				continue
+			}
+			v, ok := offsetArg(d.Value)
+			if !ok {
+				return &amqpError{cond: frame.CondInvalidField, desc: fmt.Sprintf("Attach refused: bad %s filter value %v", streamOffsetFilter, d.Value)}
+			}
+			args["x-stream-offset"] = v
+			filter = append(filter, e) // the filter in place, echoed
+		}
+		src.Filter = filter
+	} else {
+		src.Filter = nil
+	}
+	sub, err := c.broker.Consume(c.vhost, queue, queues.ConsumerOptions{
+		Tag:      "ctag-" + strconv.FormatUint(uint64(a.Handle), 10),
+		NoAck:    l.noAck && !l.stream,
+		Owner:    c,
+		Sink:     l,
+		Credited: true,
+	}, args)
+	if err != nil {
+		cond := frame.CondInternalError
+		if qe := queues.AsError(err); qe != nil {
+			switch qe.Code {
+			case queues.CodeNotFound:
+				cond = frame.CondNotFound
+			case queues.CodeResourceLocked:
+				cond = frame.CondResourceLocked
+			case queues.CodeAccessRefused:
+				cond = frame.CondUnauthorizedAccess
+			case queues.CodePreconditionFailed:
+				cond = frame.CondPreconditionFailed
+			case queues.CodeNotImplemented:
+				cond = frame.CondNotImplemented
+			}
+		}
+		return &amqpError{cond: cond, desc: errText(err)}
+	}
+	cs, ok := sub.(queues.CreditedSubscription)
+	if !ok {
+		sub.Stop()
+		return &amqpError{cond: frame.CondInternalError, desc: "consumer without credit"}
+	}
+	sndMode := frame.SndUnsettled
+	if l.noAck {
+		sndMode = frame.SndSettled
+	}
+	c.mu.Lock()
+	l.sub = cs
+	if s.ended {
+		c.mu.Unlock()
+		cs.Stop()
+		return nil
+	}
+	s.outs[a.Handle] = l
+	c.send(s.channel, &frame.Attach{
+		Name:                    a.Name,
+		Handle:                  a.Handle,
+		Role:                    frame.RoleSender,
+		SndSettleMode:           sndMode,
+		RcvSettleMode:           a.RcvSettleMode,
+		Source:                  &src,
+		Target:                  a.Target,
+		InitialDeliveryCount:    0,
+		HasInitialDeliveryCount: true,
+		MaxMessageSize:          a.MaxMessageSize,
+	})
+	c.mu.Unlock()
+	return nil
+}
+
+// offsetArg converts a rabbitmq:stream-offset-spec filter value to the
+// x-stream-offset argument Broker.Consume reads.
+func offsetArg(v any) (any, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case amqp10.Symbol:
+		return string(v), true
+	case int64:
+		return v, true
+	case uint64:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case amqp10.Timestamp:
+		return time.UnixMilli(int64(v)), true
+	}
+	return nil, false
+}
+
+// creditLocked applies the client's flow to the link's credit (§2.6.7)
+// and tells the queue; it reports whether the client asks to drain.
+// REQUIRES: c.mu held.
+func (l *outLink) creditLocked(f *frame.Flow) bool {
+	if !f.HasLinkCredit {
+		return false
+	}
+	dc := l.deliveryCount
+	if f.HasDeliveryCount {
+		dc = f.DeliveryCount
+	}
+	credit := int64(dc) + int64(f.LinkCredit) - int64(l.deliveryCount)
+	l.credit = uint32(max(credit, 0))
+	l.sub.SetCredit(max(int(l.credit)-l.pending, 0))
+	if f.Echo && !f.Drain {
+		l.flowLocked(false)
+	}
+	return f.Drain
+}
+
+// flowLocked sends the link's state.
+// REQUIRES: c.mu held.
+func (l *outLink) flowLocked(drain bool) {
+	f := &frame.Flow{
+		Handle: l.handle, HasHandle: true,
+		DeliveryCount: l.deliveryCount, HasDeliveryCount: true,
+		LinkCredit: l.credit, HasLinkCredit: true,
+		Drain: drain,
+	}
+	l.s.sessionFlowLocked(f)
+	l.s.c.send(l.s.channel, f)
+}
+
+// drain uses up the credit the queue cannot fill, then tells the client
+// (core §2.6.7: the delivery-count advances by the unused credit). It
+// runs on its own goroutine: the queue may wait for its dispatcher.
+func (l *outLink) drain(sub queues.CreditedSubscription) {
+	sub.DrainCredit()
+	c := l.s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.detached || l.s.ended || c.mu.closed {
+		return
+	}
+	if unused := int(l.credit) - l.pending; unused > 0 {
+		l.deliveryCount += uint32(unused)
+		l.credit -= uint32(unused)
+	}
+	l.flowLocked(true)
+}
+
+// stop ends the link's consumer. It waits for a delivery in progress:
+// never call it with conn.mu held.
+func (l *outLink) stop() {
+	c := l.s.c
+	c.mu.Lock()
+	l.detached = true
+	sub := l.sub
+	c.mu.Unlock()
+	if sub != nil {
+		sub.Stop()
+	}
+}
+
+// Deliver implements queues.Sink: it converts the message and sends it,
+// or queues it while the session's window is closed. It is called from
+// the queue's dispatcher and does not wait for the client.
+func (l *outLink) Deliver(d *queues.Delivery) {
+	c := l.s.c
+	payload := l.convert(d)
+	settler := d.Settler()
+	c.ctr.Deliver(l.qtype, false, l.noAck, d.Redelivered)
+	c.mu.Lock()
+	if l.detached || l.s.ended {
+		c.mu.Unlock()
+		if !l.noAck || l.stream {
+			settler.Requeue(d.ID)
+		}
+		return
+	}
+	s := l.s
+	s.pending = append(s.pending, &outDelivery{link: l, settler: settler, id: d.ID, payload: payload})
+	l.pending++
+	acks := s.sendPendingLocked()
+	c.mu.Unlock()
+	ackAll(acks)
+}
+
+// Cancelled implements queues.Sink: the queue went. The link is detached
+// with RabbitMQ's resource-deleted.
+func (l *outLink) Cancelled(_ *queues.Queue, _ string) {
+	c := l.s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.detached || l.s.ended || c.mu.closed {
+		return
+	}
+	l.detached = true
+	delete(l.s.outs, l.handle)
+	c.send(l.s.channel, &frame.Detach{Handle: l.handle, Closed: true, Error: &frame.Error{Condition: frame.CondResourceDeleted}})
+}
+
+// convert encodes a delivery as the AMQP 1.0 message sent.
+func (l *outLink) convert(d *queues.Delivery) []byte {
+	if d.Stream != nil {
+		var m amqp10.Message
+		if err := m.UnmarshalBinary(d.Body); err != nil || m.Body.Kind == amqp10.BodyNone {
+			m = amqp10.Message{Body: amqp10.Body{Kind: amqp10.BodyData, Data: [][]byte{d.Body}}}
+		}
+		anns := amqp10.Map{{Key: amqp10.Symbol("x-stream-offset"), Value: int64(d.ID)}}
+		for _, e := range m.MessageAnnotations {
+			if k, ok := e.Key.(amqp10.Symbol); !ok || k != "x-stream-offset" {
+				anns = append(anns, e)
+			}
+		}
+		m.MessageAnnotations = anns
+		out, err := m.AppendTo(nil)
+		if err == nil {
+			return out
+		}
+		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
+	}
+	props := queues.DeliveryProps(nil, d)
+	out, _, err := msgconv.AppendAMQP10(nil, d.Exchange, d.RoutingKey, props, d.Body)
+	if err != nil {
+		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
+	}
+	return out
+}
+
+// sendPendingLocked sends the waiting deliveries the client's incoming
+// window and each link's credit allow, in order; it returns the
+// pre-settled ones, to ack once the lock is released.
+// REQUIRES: c.mu held.
+func (s *session) sendPendingLocked() []*outDelivery {
+	c := s.c
+	if c.mu.closed {
+		return nil // no frames after close: what waits is requeued when the sessions end
+	}
+	var acks []*outDelivery
+	i := 0
+	for ; i < len(s.pending); i++ {
+		od := s.pending[i]
+		l := od.link
+		window := int64(s.remoteIncomingID) + int64(s.remoteIncomingWind) - int64(s.nextOutgoingID)
+		if window <= 0 {
+			break
+		}
+		id := s.nextDeliveryID
+		t := &frame.Transfer{
+			Handle:     l.handle,
+			DeliveryID: id, HasDeliveryID: true,
+			DeliveryTag:   deliveryTag(id),
+			MessageFormat: 0, HasMessageFormat: true,
+			Settled: l.noAck,
+		}
+		var frames uint32
+		var err error
+		c.out.frames(func(b []byte) []byte {
+			start := len(b)
+			b, err = frame.AppendTransferFrames(b, s.channel, t, od.payload, c.peerMaxFrame)
+			frames = countFrames(b[start:])
+			return b
+		})
+		if err != nil {
+			c.log.Error("transfer", "err", err)
+		}
+		s.nextDeliveryID++
+		s.nextOutgoingID += frames
+		l.pending--
+		l.deliveryCount++
+		if l.credit > 0 {
+			l.credit--
+		}
+		od.payload = nil
+		if l.noAck {
+			acks = append(acks, od)
+		} else {
+			s.unsettled[id] = od
+		}
+	}
+	s.pending = s.pending[i:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+	return acks
+}
+
+// settle applies the client's outcome to a delivery: accepted acks,
+// released and modified requeue (undeliverable-here dead-letters),
+// rejected dead-letters (or drops). A settlement without an outcome
+// counts as accepted.
+func (od *outDelivery) settle(state frame.DeliveryState) {
+	switch st := state.(type) {
+	case frame.Released:
+		od.settler.Requeue(od.id)
+	case frame.Modified:
+		if st.UndeliverableHere {
+			od.settler.Discard(od.id)
+		} else {
+			od.settler.Requeue(od.id)
+		}
+	case frame.Rejected:
+		od.settler.Discard(od.id)
+	default:
+		od.settler.Ack(od.id)
+		od.link.s.c.ctr.Delivery[od.link.qtype].Acknowledged.Add(1)
+	}
+}
