@@ -37,7 +37,7 @@ func loadCerts(cfg TLSConfig) (*certs, error) {
 	}
 	if cfg.PrometheusListen != "" {
 		if c.prometheus, err = tlsconf.Load(cfg.Prometheus); err != nil {
-			return nil, fmt.Errorf("Prometheus HTTPS listener: prometheus.ssl: %w", err)
+			return nil, fmt.Errorf("prometheus.ssl (the Prometheus HTTPS listener): %w", err)
 		}
 	}
 	return &c, nil

@@ -54,7 +54,6 @@ type captured struct {
 // frames, checks them, and answers with frames this codec encodes.
 type script struct {
 	conn net.Conn
-	bw   *bufio.Writer
 	r    *Reader
 	out  []byte
 	seen []captured
