@@ -302,8 +302,9 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 		}
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}
-	props := queues.DeliveryProps(nil, d)
-	out, _, err := msgconv.AppendAMQP10(nil, d.Exchange, d.RoutingKey, props, d.Body)
+	// The delivery count goes in the header, not as 0-9-1's
+	// x-delivery-count header (RabbitMQ 4.x).
+	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, d.Props, d.Body, d.Redelivered, d.DeliveryCount)
 	if err != nil {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}
@@ -368,19 +369,24 @@ func (s *session) sendPendingLocked() []*outDelivery {
 	return acks
 }
 
-// settle applies the client's outcome to a delivery: accepted acks,
-// released and modified requeue (undeliverable-here dead-letters),
+// settle applies the client's outcome to a delivery as RabbitMQ 4.x
+// does: accepted acks; released requeues without counting the delivery
+// (delivery limit, delivery-count); modified requeues, counting it only
+// with delivery-failed, and dead-letters with undeliverable-here;
 // rejected dead-letters (or drops). A settlement without an outcome
 // counts as accepted.
 func (od *outDelivery) settle(state frame.DeliveryState) {
 	switch st := state.(type) {
 	case frame.Released:
-		od.settler.Requeue(od.id)
+		od.settler.Release(od.id)
 	case frame.Modified:
-		if st.UndeliverableHere {
+		switch {
+		case st.UndeliverableHere:
 			od.settler.Discard(od.id)
-		} else {
+		case st.DeliveryFailed:
 			od.settler.Requeue(od.id)
+		default:
+			od.settler.Release(od.id)
 		}
 	case frame.Rejected:
 		od.settler.Discard(od.id)

@@ -367,3 +367,86 @@ func TestQueueDeletedDetaches(t *testing.T) {
 		t.Fatalf("receive after the delete: %v, want the link detached with resource-deleted", err)
 	}
 }
+
+// Ensure a quorum queue counts only failed deliveries toward its
+// delivery limit, as RabbitMQ 4.x: released and modified without
+// delivery-failed requeue uncounted (delivery-count stays, first-acquirer
+// turns false), modified with delivery-failed counts, and a message past
+// x-delivery-limit is dead-lettered.
+func TestDeliveryLimitCountsFailures(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "dlq", nil)
+	declare(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(1),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+	publish091(t, ch, "qq", 1, amqp091.Publishing{})
+	waitReady(t, tb, "qq", 1)
+	_, s := tb.dial(t, nil)
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/qq", &goamqp.ReceiverOptions{Credit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() *goamqp.Message {
+		t.Helper()
+		if err := rcv.IssueCredit(1); err != nil {
+			t.Fatal(err)
+		}
+		m, err := rcv.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.GetData()) != "m0" {
+			t.Fatalf("body %q", m.GetData())
+		}
+		return m
+	}
+	header := func(m *goamqp.Message) (bool, uint32) {
+		if m.Header == nil {
+			return true, 0
+		}
+		return m.Header.FirstAcquirer, m.Header.DeliveryCount
+	}
+	m := next()
+	if fa, dc := header(m); !fa || dc != 0 {
+		t.Fatalf("first delivery: first-acquirer %v, delivery-count %d", fa, dc)
+	}
+	// Far more uncounted returns than the limit allows.
+	for i := range 4 {
+		var err error
+		if i%2 == 0 {
+			err = rcv.ReleaseMessage(ctxT(t), m)
+		} else {
+			err = rcv.ModifyMessage(ctxT(t), m, &goamqp.ModifyMessageOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = next()
+		if fa, dc := header(m); fa || dc != 0 {
+			t.Fatalf("after %d uncounted returns: first-acquirer %v, delivery-count %d", i+1, fa, dc)
+		}
+	}
+	// One failure is within the limit of 1 ...
+	if err := rcv.ModifyMessage(ctxT(t), m, &goamqp.ModifyMessageOptions{DeliveryFailed: true}); err != nil {
+		t.Fatal(err)
+	}
+	m = next()
+	if fa, dc := header(m); fa || dc != 1 {
+		t.Fatalf("after a failure: first-acquirer %v, delivery-count %d", fa, dc)
+	}
+	// ... a second is past it: dead-lettered.
+	if err := rcv.ModifyMessage(ctxT(t), m, &goamqp.ModifyMessageOptions{DeliveryFailed: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, tb, "dlq", 1)
+	if n := tb.ready(t, "qq"); n != 0 {
+		t.Fatalf("qq has %d ready after the limit", n)
+	}
+	d := get(t, ch, "dlq", 1)
+	if string(d[0].Body) != "m0" {
+		t.Fatalf("dead-lettered %q", d[0].Body)
+	}
+	if xd, ok := d[0].Headers["x-death"].([]any); !ok || len(xd) != 1 || xd[0].(amqp091.Table)["reason"] != "delivery_limit" {
+		t.Fatalf("x-death %v", d[0].Headers["x-death"])
+	}
+}

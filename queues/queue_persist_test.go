@@ -149,6 +149,50 @@ func TestPersistQuorumCounts(t *testing.T) {
 	check("requeued without consumers", map[string]uint32{"a": 3, "b": 1})
 }
 
+// Ensure a released delivery (AMQP 1.0 released, RabbitMQ 4.x) does not
+// count toward a quorum queue's delivery count or limit, yet the message
+// stays redelivered, also across a crash.
+func TestPersistQuorumReleased(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	defer b.Close()
+	q := declareWith(t, b, "q", true, quorumArgs("x-delivery-limit", int64(1)))
+	publishQ(t, q, true, "a", "b")
+	s := newSink(0)
+	c := consumeQ(t, q, "c", 0, s)
+	gs := s.wait(t, 2)
+	a := gs[0]
+	for i := 1; i <= 4; i++ { // past the limit of 1, uncounted
+		s.settled(1)
+		q.Release(a.id)
+		gs = s.wait(t, 2+i)
+		if a = gs[1+i]; a.body != "a" || a.count != 0 || !a.redelivered {
+			t.Fatalf("release %d: %+v", i, a)
+		}
+	}
+	s.settled(1)
+	q.Requeue(a.id) // counted: 1, within the limit
+	gs = s.wait(t, 7)
+	if a = gs[6]; a.body != "a" || a.count != 1 {
+		t.Fatalf("after a counted return: %+v", a)
+	}
+	q.Cancel(c)
+	q.Release(a.id, gs[1].id)
+	waitPersisted(t, b, q)
+	b2 := openBroker(t, crashImage(t, b))
+	defer b2.Close()
+	q2, _ := b2.Queue("/", "q")
+	got := map[string]uint32{}
+	for _, g := range getAll(t, q2) {
+		if !g.redelivered {
+			t.Fatalf("%s not redelivered after the crash", g.body)
+		}
+		got[g.body] = g.count
+	}
+	if want := map[string]uint32{"a": 1, "b": 0}; !maps.Equal(got, want) {
+		t.Fatalf("counts after the crash %v, want %v", got, want)
+	}
+}
+
 // Ensure a quorum queue redelivers a requeued message only once its new
 // count is on disk: a crash right after the redelivery finds it.
 func TestPersistQuorumRedeliveryCovered(t *testing.T) {

@@ -246,6 +246,9 @@ func (sc *StreamConsumer) Ack(ids ...uint64) { sc.grant(len(ids)) }
 // Requeue gives credit back: a stream does not redeliver.
 func (sc *StreamConsumer) Requeue(ids ...uint64) { sc.grant(len(ids)) }
 
+// Release gives credit back, as Requeue.
+func (sc *StreamConsumer) Release(ids ...uint64) { sc.grant(len(ids)) }
+
 // Discard gives credit back: a stream removes nothing.
 func (sc *StreamConsumer) Discard(ids ...uint64) { sc.grant(len(ids)) }
 

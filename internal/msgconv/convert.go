@@ -92,6 +92,14 @@ const (
 // x-stream-filter-value header when that is a UTF-8 string; nil for
 // none). props must have been validated (the publish path scanned them).
 func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte, []byte, error) {
+	return AppendAMQP10Delivery(dst, exchange, key, props, body, false, 0)
+}
+
+// AppendAMQP10Delivery is AppendAMQP10 for a queue's delivery to an
+// AMQP 1.0 receiver: the header says first-acquirer false when the
+// message went out before (redelivered) and carries its delivery count,
+// as RabbitMQ 4.x's AMQP 1.0 deliveries do.
+func AppendAMQP10Delivery(dst []byte, exchange, key string, props, body []byte, redelivered bool, deliveryCount uint32) ([]byte, []byte, error) {
 	p, err := wire.ParseProperties(props)
 	if err != nil {
 		return dst, nil, err
@@ -112,8 +120,8 @@ func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte,
 	} else {
 		dst = amqp10.AppendNull(dst)
 	}
-	dst = amqp10.AppendBool(dst, true)
-	dst = amqp10.AppendUint(dst, 0)
+	dst = amqp10.AppendBool(dst, !redelivered)
+	dst = amqp10.AppendUint(dst, deliveryCount)
 	dst = c.End(dst, 5)
 
 	// message-annotations: x-exchange, x-routing-key, x-basic-type, then

@@ -362,7 +362,7 @@ func (s *strCaches) fill(d *Delivery, q *Queue, tag string, t *taken) {
 		ConsumerTag:   tag,
 		ID:            t.id,
 		Redelivered:   t.count > 0,
-		DeliveryCount: t.count,
+		DeliveryCount: counted(t.count),
 		Exchange:      s.exchange,
 		RoutingKey:    s.routingKey,
 		Props:         t.rec.props,

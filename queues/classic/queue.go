@@ -93,6 +93,10 @@ type Delivery struct {
 type Settler interface {
 	Ack(ids ...uint64)
 	Requeue(ids ...uint64)
+	// Release requeues without counting the delivery toward a quorum
+	// queue's delivery limit or x-delivery-count: AMQP 1.0's released
+	// outcome, and modified without delivery-failed (RabbitMQ 4.x).
+	Release(ids ...uint64)
 	Discard(ids ...uint64)
 }
 
@@ -267,7 +271,7 @@ type Queue struct {
 // unackedMsg is a delivered, unsettled message.
 type unackedMsg struct {
 	c     *Consumer // nil for basic.get
-	count uint32    // deliveries so far, this one included
+	count uint32    // deliveries so far, this one included (see acquiredFlag)
 	size  uint32    // body size
 	prio  uint8     // level
 	exp   int64     // expiry instant, kept for a requeue; noExpiry
@@ -751,7 +755,15 @@ func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 // priority that was never delivered. One whose expiry has passed expires
 // instead; length limits apply (drop-head drops from the head, where
 // requeued messages go).
-func (q *Queue) Requeue(ids ...uint64) {
+func (q *Queue) Requeue(ids ...uint64) { q.requeue(ids, true) }
+
+// Release requeues delivered messages as Requeue does, but their last
+// delivery does not count: not in x-delivery-count and not toward the
+// delivery limit. They are still redelivered (redelivered=true,
+// first-acquirer=false).
+func (q *Queue) Release(ids ...uint64) { q.requeue(ids, false) }
+
+func (q *Queue) requeue(ids []uint64, counted bool) {
 	q.mu.Lock()
 	now := q.nowMs()
 	n := 0
@@ -760,6 +772,9 @@ func (q *Queue) Requeue(ids ...uint64) {
 		u, ok := q.takeUnackedLocked(id)
 		if !ok {
 			continue
+		}
+		if !counted {
+			u.count = uncount(u.count)
 		}
 		if q.overDeliveryLimitLocked(u.count) {
 			// A quorum queue counts every return (quorum.go).

@@ -64,6 +64,25 @@ func deliveryLimitOf(v any, ok bool) int64 {
 	return n
 }
 
+// acquiredFlag, set in a message's delivery count, says it went out
+// before even when no delivery counted: a released delivery (Release)
+// is not counted, as RabbitMQ 4.x counts only failed ones for AMQP 1.0,
+// but the message is still redelivered. The low bits count deliveries.
+const acquiredFlag = 1 << 31
+
+// counted returns the deliveries that count of count (delivery limit,
+// x-delivery-count).
+func counted(count uint32) uint32 { return count &^ acquiredFlag }
+
+// uncount takes the last delivery, which count includes, out of the
+// counted ones and flags the message as acquired before.
+func uncount(count uint32) uint32 {
+	if n := counted(count); n > 0 {
+		return (n - 1) | acquiredFlag
+	}
+	return count | acquiredFlag
+}
+
 // overDeliveryLimitLocked reports whether a message returned after its
 // count-th delivery is past the queue's delivery limit.
 // REQUIRES: q.mu held.
@@ -72,7 +91,7 @@ func (q *Queue) overDeliveryLimitLocked(count uint32) bool {
 		return false
 	}
 	lim := q.config().deliveryLimit
-	return lim >= 0 && int64(count) > lim
+	return lim >= 0 && int64(counted(count)) > lim
 }
 
 // DeliveryProps returns the properties to send with d: d.Props, or for a
