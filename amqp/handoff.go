@@ -12,9 +12,13 @@ import (
 // bytes read, buffered what was read past them. It returns the
 // connection to run: the server calls its Serve on the connection's
 // goroutine and, when the server closes, its Shutdown. The handshake
-// timeout is the new connection's to apply. Package amqp does not import
-// the AMQP 1.0 front end; the daemon wires it in.
-type Handoff func(nc net.Conn, header [8]byte, buffered []byte) netserve.Conn
+// timeout is the new connection's to apply. listenerConns returns how
+// many connections the accepting listener has open, this one included
+// (for connection_max, which counts both protocols as RabbitMQ's ranch
+// listener does); it is nil for a connection no listener counts.
+// Package amqp does not import the AMQP 1.0 front end; the daemon wires
+// it in.
+type Handoff func(nc net.Conn, header [8]byte, buffered []byte, listenerConns func() int64) netserve.Conn
 
 // handedOffConn holds the connection a Handoff returned.
 type handedOffConn struct{ netserve.Conn }
@@ -30,7 +34,11 @@ func isAMQP10Header(hdr [8]byte) bool {
 // stopped (it never wrote: nothing was sent yet).
 func (c *conn) handOff(hdr [8]byte) error {
 	buffered := append([]byte(nil), c.fr.Buffered()...)
-	h := c.srv.cfg.AMQP10(c.nc, hdr, buffered)
+	var active func() int64
+	if c.listenerConns != nil {
+		active = c.listenerConns.Load
+	}
+	h := c.srv.cfg.AMQP10(c.nc, hdr, buffered, active)
 	c.handedOff.Store(&handedOffConn{h})
 	return errClosed
 }

@@ -58,6 +58,9 @@ type conn struct {
 	channelMax   uint16
 	heartbeat    atomic.Int64 // ns between the writer's empty frames; 0: none
 	removeFn     func()       // drops the connection from the broker's list
+	// listenerConns counts the accepting listener's connections (nil:
+	// not counted), for ConnectionMax.
+	listenerConns func() int64
 
 	mu struct {
 		sync.Mutex
@@ -363,6 +366,10 @@ func (c *conn) open(o *frame.Open) error {
 	}
 	if o.IdleTimeout > 0 && o.IdleTimeout < 1000 {
 		return &amqpError{cond: frame.CondNotAllowed, desc: fmt.Sprintf("idle-time-out (%d ms) < minimum idle-time-out (1000 ms)", o.IdleTimeout)}
+	}
+	if limit := c.cfg.ConnectionMax; limit != 0 && c.listenerConns != nil && c.listenerConns() > int64(max(limit, 0)) {
+		// rabbit_amqp_reader checks the node's limit first, as 0-9-1.
+		return &amqpError{cond: frame.CondResourceLimitExceeded, desc: fmt.Sprintf("connection refused: node connection limit (%d) is reached", max(limit, 0))}
 	}
 	if !c.broker.VHostExists(vhost) {
 		return &amqpError{cond: frame.CondUnauthorizedAccess, desc: fmt.Sprintf("AMQP 1.0 connection failed: virtual host '%s' does not exist", vhost)}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warren-mq/warren/internal/amqp10/frame"
 	"github.com/warren-mq/warren/queues"
@@ -178,5 +179,38 @@ func TestHandshakeTimeoutAndUnattached(t *testing.T) {
 		t.Fatal(err)
 	} else if _, ok := p.(*frame.Begin); !ok {
 		t.Fatalf("a new session after the end: %#v", p)
+	}
+}
+
+// Ensure connection_max counts the listener's connections of both AMQP
+// versions, as RabbitMQ's ranch listener does, and an AMQP 1.0 open
+// beyond it is refused (before open: a silent close, as RabbitMQ's
+// reader) until a connection goes.
+func TestConnectionMax(t *testing.T) {
+	tb := startBroker(t, Config{ConnectionMax: 2})
+	tb.channel(t)            // 0-9-1: one
+	c1, _ := tb.dial(t, nil) // 1.0: two
+	dial := func() error {
+		c, err := goamqp.Dial(ctxT(t), "amqp://"+tb.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("guest", "guest")})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(); err == nil {
+		t.Fatal("a third connection (AMQP 1.0) opened past connection_max 2")
+	}
+	if _, err := amqp091.Dial("amqp://guest:guest@" + tb.addr + "/"); err == nil {
+		t.Fatal("a third connection (0-9-1) opened past connection_max 2")
+	} else if !strings.Contains(err.Error(), "node connection limit (2) is reached") {
+		t.Fatalf("0-9-1 refusal: %v", err)
+	}
+	c1.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for dial() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no AMQP 1.0 connection opens after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -71,7 +71,7 @@ func startBrokerTLS(t testing.TB, cfg Config, tlsCfg *tls.Config) *testBroker {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		cfg.Logger = logger
 	}
-	srv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger, SilentCloseDelay: -1, AMQP10: NewServer(cfg).Handoff})
+	srv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger, SilentCloseDelay: -1, ConnectionMax: cfg.ConnectionMax, AMQP10: NewServer(cfg).Handoff})
 	tb := &testBroker{t: t, broker: b, srv: srv, addr: ln.Addr().String(), done: make(chan error, 1)}
 	go func() { tb.done <- srv.Serve(ln) }()
 	t.Cleanup(tb.stop)

@@ -68,6 +68,11 @@ type Config struct {
 	// published that the log writers have not written yet (as package
 	// amqp's publisher flow control); zero means flow.DefaultLimit.
 	PublishCredit int64
+	// ConnectionMax bounds the connections of the listener that accepted
+	// a connection, both AMQP versions counted, as RabbitMQ's
+	// connection_max; zero means no limit, a negative value refuses every
+	// connection.
+	ConnectionMax int
 }
 
 func (c Config) withDefaults() Config {
@@ -114,6 +119,8 @@ func NewServer(cfg Config) *Server {
 // Handoff takes over a connection whose protocol header (already read)
 // is AMQP 1.0's; buffered are the bytes read past it. It has the
 // signature of amqp.Handoff.
-func (s *Server) Handoff(nc net.Conn, header [8]byte, buffered []byte) netserve.Conn {
-	return newConn(s, nc, frame.ProtocolHeader(header), buffered)
+func (s *Server) Handoff(nc net.Conn, header [8]byte, buffered []byte, listenerConns func() int64) netserve.Conn {
+	c := newConn(s, nc, frame.ProtocolHeader(header), buffered)
+	c.listenerConns = listenerConns
+	return c
 }

@@ -242,7 +242,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 				Broker: broker, Logger: logger, MaxMessageSize: cfg.MaxMessageSize,
 				HandshakeTimeout: cfg.HandshakeTimeout, SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin,
 				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
-				DefaultVHost: cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
+				DefaultVHost:  cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
+				ConnectionMax: cfg.ConnectionMax,
 			}).Handoff,
 		})
 		for range lns {
