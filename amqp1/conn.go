@@ -58,6 +58,7 @@ type conn struct {
 	channelMax   uint16
 	heartbeat    atomic.Int64 // ns between the writer's empty frames; 0: none
 	removeFn     func()       // drops the connection from the broker's list
+	unwatch      func()       // stops queueDeleted
 	// listenerConns counts the accepting listener's connections (nil:
 	// not counted), for ConnectionMax.
 	listenerConns func() int64
@@ -120,6 +121,9 @@ func (c *conn) Serve() {
 	err := c.run()
 	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("connection ended", "err", err)
+	}
+	if c.unwatch != nil {
+		c.unwatch()
 	}
 	c.endSessions()
 	if c.removeFn != nil {
@@ -388,6 +392,7 @@ func (c *conn) open(o *frame.Open) error {
 		return &amqpError{cond: frame.CondResourceLimitExceeded, desc: errText(err)}
 	}
 	c.removeFn = remove
+	c.unwatch = c.broker.WatchDeletions(c.queueDeleted)
 	c.fr.SetMaxFrameSize(c.cfg.MaxFrameSize)
 	c.nc.SetReadDeadline(time.Time{})
 	reply := &frame.Open{

@@ -368,6 +368,69 @@ func TestQueueDeletedDetaches(t *testing.T) {
 	}
 }
 
+// Ensure a sender whose /queues/:q target is deleted is detached with
+// amqp:resource-deleted, as RabbitMQ 4.x, for each way a queue goes
+// (deleted by a client, its exclusive owner closing), while the
+// session's other links go on: a sender to another queue still
+// publishes and a queue's stream twin is detached too.
+func TestQueueDeletedDetachesSender(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "gone", nil)
+	declare(t, ch, "stays", nil)
+	if _, err := ch.QueueDeclare("st", true, false, false, false, amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	ownerConn, err := amqp091.Dial("amqp://guest:guest@" + tb.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := ownerConn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.QueueDeclare("excl", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, s := tb.dial(t, nil)
+	send := func(addr string) *goamqp.Sender {
+		snd, err := s.NewSender(ctxT(t), addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snd.Send(ctxT(t), goamqp.NewMessage([]byte("before")), nil); err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		return snd
+	}
+	gone, st, excl, stays := send("/queues/gone"), send("/queues/st"), send("/queues/excl"), send("/queues/stays")
+	if _, err := ch.QueueDelete("gone", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete("st", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ownerConn.Close()
+	for name, snd := range map[string]*goamqp.Sender{"gone": gone, "st": st, "excl": excl} {
+		var err error
+		deadline := time.Now().Add(5 * time.Second)
+		for err == nil && time.Now().Before(deadline) {
+			err = snd.Send(ctxT(t), goamqp.NewMessage([]byte("after")), nil)
+			time.Sleep(10 * time.Millisecond)
+		}
+		var le *goamqp.LinkError
+		if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != goamqp.ErrCondResourceDeleted {
+			t.Fatalf("%s: send after the delete: %v, want the link detached with resource-deleted", name, err)
+		}
+	}
+	for range 3 {
+		if err := stays.Send(ctxT(t), goamqp.NewMessage([]byte("after")), nil); err != nil {
+			t.Fatalf("the other sender: %v", err)
+		}
+	}
+	waitReady(t, tb, "stays", 4)
+}
+
 // Ensure a quorum queue counts only failed deliveries toward its
 // delivery limit, as RabbitMQ 4.x: released and modified without
 // delivery-failed requeue uncounted (delivery-count stays, first-acquirer

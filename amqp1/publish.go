@@ -140,9 +140,10 @@ func (s *session) transfer(t *frame.Transfer, payload []byte) error {
 	}
 	l := s.in[t.Handle]
 	isOut := s.outs[t.Handle] != nil
+	gone := s.gone[t.Handle]
 	c.mu.Unlock()
 	if l == nil {
-		if isOut {
+		if isOut || gone {
 			return nil
 		}
 		s.end(&amqpError{cond: frame.CondUnattachedHandle, desc: fmt.Sprintf("Unattached handle: %d", t.Handle)})
@@ -203,6 +204,27 @@ func (s *session) transfer(t *frame.Transfer, payload []byte) error {
 	}
 	c.mu.Unlock()
 	return err
+}
+
+// queueDeleted detaches the client's senders whose target is the
+// deleted queue, with amqp:resource-deleted, as RabbitMQ 4.x does
+// (a broker deletion watcher: it must not block).
+func (c *conn) queueDeleted(vhost, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if vhost != c.vhost || c.mu.closed {
+		return
+	}
+	for _, s := range c.mu.sessions {
+		if s.ended {
+			continue
+		}
+		for h, l := range s.in {
+			if !l.anonymous && l.tgt.queue == name {
+				s.detachLinkLocked(h, &amqpError{cond: frame.CondResourceDeleted, desc: fmt.Sprintf("queue '%s' in vhost '%s' deleted", name, vhost)})
+			}
+		}
+	}
 }
 
 // detachIn detaches a receiving link with an error.

@@ -32,7 +32,10 @@ type session struct {
 	nextDeliveryID     uint32 // the next delivery id Warren assigns
 
 	handleMax uint32
-	in        map[uint32]*inLink  // the client's senders, by handle
+	in        map[uint32]*inLink // the client's senders, by handle
+	// gone are the client's senders Warren detached, until the client's
+	// detach: transfers already on their way are dropped, not an error.
+	gone      map[uint32]bool
 	outs      map[uint32]*outLink // the client's receivers, by handle
 	unsettled map[uint32]*outDelivery
 	pending   []*outDelivery // waiting for the client's incoming window
@@ -249,6 +252,7 @@ func (s *session) attach(a *frame.Attach) error {
 	c.mu.Lock()
 	_, inUse := s.in[a.Handle]
 	_, outUse := s.outs[a.Handle]
+	inUse = inUse || s.gone[a.Handle]
 	c.mu.Unlock()
 	if inUse || outUse {
 		s.end(&amqpError{cond: frame.CondHandleInUse, desc: fmt.Sprintf("Handle %d in use", a.Handle)})
@@ -310,6 +314,7 @@ func (s *session) detach(d *frame.Detach) {
 	}
 	_, wasIn := s.in[d.Handle]
 	delete(s.in, d.Handle)
+	delete(s.gone, d.Handle)
 	ended := s.ended
 	c.mu.Unlock()
 	if l != nil {
@@ -326,6 +331,10 @@ func (s *session) detach(d *frame.Detach) {
 // REQUIRES: c.mu held.
 func (s *session) detachLinkLocked(handle uint32, e *amqpError) {
 	delete(s.in, handle)
+	if s.gone == nil {
+		s.gone = map[uint32]bool{}
+	}
+	s.gone[handle] = true
 	s.c.send(s.channel, &frame.Detach{Handle: handle, Closed: true, Error: e.frameError()})
 }
 

@@ -489,9 +489,28 @@ func (b *Broker) DeleteStream(vhost, name string) error {
 	return err
 }
 
-// WatchDeletions calls fn after each stream deletion until cancel is
-// called. fn must not block.
+// WatchDeletions calls fn after each queue deletion (streams, classic
+// and quorum queues, whatever deleted them) until cancel is called. fn
+// must not block.
 func (b *Broker) WatchDeletions(fn func(vhost, name string)) (cancel func()) {
+	return b.watchDeletions(fn)
+}
+
+// queueDeleted tells the deletion watchers that a classic or quorum
+// queue is gone. Called with no registry lock held.
+func (b *Broker) queueDeleted(vhost, name string) {
+	b.mu.Lock()
+	ws := make([]func(string, string), 0, len(b.mu.watchers))
+	for _, w := range b.mu.watchers {
+		ws = append(ws, w)
+	}
+	b.mu.Unlock()
+	for _, w := range ws {
+		w(vhost, name)
+	}
+}
+
+func (b *Broker) watchDeletions(fn func(vhost, name string)) (cancel func()) {
 	b.mu.Lock()
 	id := b.mu.nextW
 	b.mu.nextW++

@@ -372,7 +372,9 @@ func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bo
 	}
 	err = b.unregisterQueueLocked(reg, q)
 	reg.opMu.Unlock()
-	return n, errors.Join(err, q.FinishShutdown(true))
+	err = errors.Join(err, q.FinishShutdown(true))
+	b.queueDeleted(vhost, name)
+	return n, err
 }
 
 // unregisterQueueLocked removes a queue being deleted from the registry,
@@ -422,6 +424,7 @@ func (b *Broker) OwnerClosed(owner any) {
 		if err := q.FinishShutdown(true); err != nil {
 			b.log.Error("queues: delete exclusive queue", "vhost", q.Def().VHost, "queue", q.Def().Name, "err", err)
 		}
+		b.queueDeleted(q.Def().VHost, q.Def().Name)
 	}
 }
 

@@ -75,6 +75,7 @@ func (b *Broker) deleteQueueIf(q *Queue, what string, begin func() bool) {
 	if err = errors.Join(err, q.FinishShutdown(true)); err != nil {
 		b.log.Error(what, "vhost", def.VHost, "queue", def.Name, "err", err)
 	}
+	b.queueDeleted(def.VHost, def.Name)
 }
 
 // watchQueuePolicies makes policy changes apply to the vhost's classic
