@@ -40,7 +40,7 @@ SHORT=0
 TARGETS=""
 CLIENTS=lean,go
 BASELINE=""
-SCENARIOS="idle-rss,stream-publish,stream-replay,stream-latency,amqp-classic-16,amqp-classic-1k,amqp-quorum-16,amqp-quorum-1k,fanout-10,backlog-drain,restart"
+SCENARIOS="idle-rss,stream-publish,stream-replay,stream-latency,amqp-classic-16,amqp-classic-1k,amqp-quorum-16,amqp-quorum-1k,fanout-10,amqp10-classic-1k,backlog-drain,restart"
 OUT=${WARREN_BENCH_OUT:-/tmp/warren-bench-run}
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -319,6 +319,20 @@ for ((pair = 1; pair <= PAIRS; pair++)); do
 			want fanout-10 && perf "fanout-10/$client" "$t" amqp "${common[@]}" -queues 10 -consumers 10 -size 1024 -count $FANOUT_N
 		done
 	done
+	if want amqp10-classic-1k; then
+		# AMQP 1.0 (go-amqp: unsettled sends, one accept per message) next
+		# to 0-9-1 (amqp091-go: confirms, one ack per message) with the
+		# same window, credit and messages. RabbitMQ 3.10 has only its 1.0
+		# plugin (address v1), not 4.x's core AMQP 1.0.
+		for t in $(targets_for amqp); do
+			addr=(-amqp10-address v2)
+			[[ $t == rabbitmq ]] && addr=(-amqp10-address v1)
+			for client in amqp10 go; do
+				perf "amqp10-classic-1k/$client" "$t" amqp -client $client "${addr[@]}" -producers 1 -consumers 1 -confirm 1000 \
+					-persistent -prefetch 1000 -multi-ack-every 1 -size 1024 -count $AMQP_N
+			done
+		done
+	fi
 done
 
 if want backlog-drain; then

@@ -44,6 +44,8 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 	}
 	lean := &amqpLeanConns{}
 	defer lean.closeAll()
+	conns10 := &amqp10Conns{}
+	defer conns10.closeAll()
 	setup, err := dial("perf-setup")
 	if err != nil {
 		return sum, err
@@ -61,6 +63,18 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 	defer cancel(nil) // stops the consumers before they are waited for
 	for i := range cfg.Consumers {
 		queue := topo.queues[i%len(topo.queues)]
+		if cfg.Client == ClientAMQP10 {
+			c, err := newAMQP10Consumer(ctx, conns10, cfg, st, queue, i)
+			if err != nil {
+				return sum, err
+			}
+			consumers.Go(func() {
+				if err := c.run(ctx); err != nil {
+					cancel(err)
+				}
+			})
+			continue
+		}
 		if cfg.Client == ClientLean {
 			lc, err := newAMQPLeanConsumer(ctx, lean, cfg, st, queue, i)
 			if err != nil {
@@ -90,6 +104,14 @@ func RunAMQP(ctx context.Context, cfg AMQPConfig, progress func(Progress), inter
 
 	w := workload{common: cfg.Common, stats: st, progress: progress, interval: interval}
 	for i := range cfg.Producers {
+		if cfg.Client == ClientAMQP10 {
+			p, err := newAMQP10Producer(ctx, conns10, cfg, st, topo, i)
+			if err != nil {
+				return sum, err
+			}
+			w.producers = append(w.producers, p.run)
+			continue
+		}
 		if cfg.Client == ClientLean {
 			p, err := newAMQPLeanProducer(ctx, lean, cfg, st, topo, i)
 			if err != nil {

@@ -154,6 +154,8 @@ type StreamConfig struct {
 const (
 	ClientGo   = "go"
 	ClientLean = "lean"
+	// ClientAMQP10 (AMQPConfig only) is go-amqp over AMQP 1.0.
+	ClientAMQP10 = "amqp10"
 )
 
 // DefaultStreamConfirmWindow is the stream producers' default limit on
@@ -335,8 +337,13 @@ type AMQPConfig struct {
 	AutoAck bool `json:"auto_ack,omitempty"`
 	// Client is the AMQP client of producers and consumers: ClientGo
 	// (amqp091-go, the default) or ClientLean (bench/leanamqp, one
-	// write per batch of publishes). Topology always uses amqp091-go.
+	// write per batch of publishes) or ClientAMQP10 (go-amqp over AMQP
+	// 1.0). Topology always uses amqp091-go.
 	Client string `json:"client"`
+	// AMQP10Address is the AMQP 1.0 address format of ClientAMQP10: "v2"
+	// (RabbitMQ 4.x and Warren: /queues/q, the default) or "v1"
+	// (RabbitMQ 3.x's plugin: /amq/queue/q).
+	AMQP10Address string `json:"amqp10_address,omitempty"`
 }
 
 func (c AMQPConfig) ensureDefaults() AMQPConfig {
@@ -384,8 +391,10 @@ func (c AMQPConfig) validate() error {
 		return fmt.Errorf("%w: stream queues need manual acks", ErrConfig)
 	case c.QueueType == QueueStream && c.Prefetch == 0:
 		return fmt.Errorf("%w: stream queues need a prefetch", ErrConfig)
-	case c.Client != ClientGo && c.Client != ClientLean:
-		return fmt.Errorf("%w: amqp client %q: want %s or %s", ErrConfig, c.Client, ClientGo, ClientLean)
+	case c.Client != ClientGo && c.Client != ClientLean && c.Client != ClientAMQP10:
+		return fmt.Errorf("%w: amqp client %q: want %s, %s or %s", ErrConfig, c.Client, ClientGo, ClientLean, ClientAMQP10)
+	case c.AMQP10Address != "" && c.AMQP10Address != "v1" && c.AMQP10Address != "v2":
+		return fmt.Errorf("%w: amqp10 address %q: want v1 or v2", ErrConfig, c.AMQP10Address)
 	}
 	return nil
 }

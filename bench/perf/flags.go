@@ -100,7 +100,8 @@ func BindAMQPFlags(fs *flag.FlagSet, c *AMQPConfig) {
 	fs.IntVar(&c.Prefetch, "prefetch", 1000, "basic.qos prefetch per consumer (0: unlimited, with -autoack)")
 	fs.IntVar(&c.MultiAckEvery, "multi-ack-every", 1, "ack with multiple=true every N messages")
 	fs.BoolVar(&c.AutoAck, "autoack", false, "consume without acks")
-	fs.StringVar(&c.Client, "client", ClientGo, "amqp client of producers and consumers: go (amqp091-go) or lean (bench/leanamqp)")
+	fs.StringVar(&c.Client, "client", ClientGo, "amqp client of producers and consumers: go (amqp091-go), lean (bench/leanamqp) or amqp10 (go-amqp, AMQP 1.0)")
+	fs.StringVar(&c.AMQP10Address, "amqp10-address", "v2", "AMQP 1.0 address format with -client amqp10: v2 (/queues/q) or v1 (RabbitMQ 3.x: /amq/queue/q)")
 }
 
 // ParseLabels parses "k=v,k2=v2".

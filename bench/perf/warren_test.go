@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/amqp1"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
 )
@@ -28,7 +29,7 @@ func startWarren(t *testing.T) (streamAddr, amqpURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asrv := amqp.NewServer(amqp.Config{Broker: b})
+	asrv := amqp.NewServer(amqp.Config{Broker: b, AMQP10: amqp1.NewServer(amqp1.Config{Broker: b}).Handoff})
 	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Advertise: sln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +149,22 @@ func TestSmokeAgainstWarren(t *testing.T) {
 		c.ConfirmWindow = 200
 		s := run(t, func(ctx context.Context) (Summary, error) {
 			return RunAMQP(ctx, AMQPConfig{Common: c, URL: amqpURL, Persistent: true, Prefetch: 100, MultiAckEvery: 10}, nil, 0)
+		})
+		checkComplete(t, s, n)
+	})
+	t.Run("amqp10", func(t *testing.T) {
+		c := common
+		c.ConfirmWindow = 200
+		s := run(t, func(ctx context.Context) (Summary, error) {
+			return RunAMQP(ctx, AMQPConfig{Common: c, URL: amqpURL, Persistent: true, Prefetch: 100, Client: ClientAMQP10}, nil, 0)
+		})
+		checkComplete(t, s, n)
+	})
+	t.Run("amqp10-fanout-settled-receivers", func(t *testing.T) {
+		c := common
+		c.ConfirmWindow = 200
+		s := run(t, func(ctx context.Context) (Summary, error) {
+			return RunAMQP(ctx, AMQPConfig{Common: c, URL: amqpURL, Queues: 3, AutoAck: true, Client: ClientAMQP10}, nil, 0)
 		})
 		checkComplete(t, s, n)
 	})
