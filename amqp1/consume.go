@@ -42,6 +42,9 @@ type outLink struct {
 	credit        uint32                      // the client's remaining credit
 	pending       int                         // deliveries waiting for the session window
 	detached      bool
+	name, addr    string     // the link's name and source address, for the API
+	maxMsg        uint64     // the client's max-message-size, for the API
+	filter        amqp10.Map // the source filters in force (echoed at attach)
 }
 
 // outDelivery is a message on its way to the client, or sent and not
@@ -70,7 +73,8 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	if q == nil && stream == nil {
 		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", queue, c.vhost)}
 	}
-	l := &outLink{s: s, handle: a.Handle, queue: queue, noAck: a.SndSettleMode == frame.SndSettled, stream: stream != nil}
+	l := &outLink{s: s, handle: a.Handle, queue: queue, noAck: a.SndSettleMode == frame.SndSettled, stream: stream != nil,
+		name: a.Name, addr: a.Source.Address, maxMsg: a.MaxMessageSize}
 	switch {
 	case stream != nil:
 		l.qtype = queues.QTStream
@@ -100,6 +104,7 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	} else {
 		src.Filter = nil
 	}
+	l.filter = src.Filter
 	sub, err := c.broker.Consume(c.vhost, queue, queues.ConsumerOptions{
 		Tag:      "ctag-" + strconv.FormatUint(uint64(a.Handle), 10),
 		NoAck:    l.noAck && !l.stream,

@@ -36,6 +36,9 @@ type inLink struct {
 	settled       bool   // snd-settle-mode settled: every transfer is settled
 	deliveryCount uint32
 	credit        uint32
+	addr          string                 // the target's address, for the API
+	sndMode       frame.SenderSettleMode // as attached, for the API
+	unconfirmed   atomic.Int32           // unsettled messages not yet stored
 
 	// Reassembly of a multi-transfer delivery (the reader goroutine's).
 	asm        []byte
@@ -53,7 +56,8 @@ func (s *session) attachIn(a *frame.Attach) *amqpError {
 	if a.Target.Coordinator {
 		return &amqpError{cond: frame.CondNotImplemented, desc: "Transactions not supported"}
 	}
-	l := &inLink{handle: a.Handle, name: a.Name, settled: a.SndSettleMode == frame.SndSettled, deliveryCount: a.InitialDeliveryCount}
+	l := &inLink{handle: a.Handle, name: a.Name, settled: a.SndSettleMode == frame.SndSettled, deliveryCount: a.InitialDeliveryCount,
+		addr: a.Target.Address, sndMode: a.SndSettleMode}
 	if a.Target.Address == "" {
 		l.anonymous = true
 	} else {
@@ -354,7 +358,10 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 	ctr.Routed.Add(1)
 	persistent := pv.Flags&wire.FlagDeliveryMode != 0 && pv.DeliveryMode == 2
 	rec := queues.EncodeRecord(nil, &queues.Message{Exchange: tgt.exchange, RoutingKey: tgt.key, Props: d.Props, Body: d.Body, Persistent: persistent})
-	pd := &pubDone{s: s, id: id, settled: settled, credit: int64(len(msg)) + flow.MessageOverhead}
+	pd := &pubDone{s: s, link: l, id: id, settled: settled, credit: int64(len(msg)) + flow.MessageOverhead}
+	if !settled {
+		l.unconfirmed.Add(1)
+	}
 	pd.remaining.Store(int32(len(dsts)))
 	c.credit.Take(pd.credit)
 	sm := &streamMessage{m: &m, exchange: tgt.exchange, key: tgt.key}
@@ -387,6 +394,7 @@ func (c *conn) anonymousTarget(m *amqp10.Message) (target, *amqpError) {
 // pubDone collects the stores of one message and settles it.
 type pubDone struct {
 	s         *session
+	link      *inLink
 	id        uint32
 	settled   bool
 	credit    int64 // taken from the connection's publish credit
@@ -406,6 +414,7 @@ func (p *pubDone) complete(err error) {
 	if p.settled {
 		return
 	}
+	p.link.unconfirmed.Add(-1)
 	if p.failed.Load() {
 		p.s.settleIn(p.id, frame.Rejected{Error: &frame.Error{Condition: frame.CondInternalError, Description: "failed to store the message"}})
 		return

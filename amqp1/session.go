@@ -29,6 +29,7 @@ type session struct {
 	nextOutgoingID     uint32 // the next transfer id Warren sends
 	remoteIncomingID   uint32 // the client's next-incoming-id
 	remoteIncomingWind uint32 // the client's incoming-window at remoteIncomingID
+	remoteOutgoingWind uint32 // the client's outgoing-window (for the API)
 	nextDeliveryID     uint32 // the next delivery id Warren assigns
 
 	handleMax uint32
@@ -59,6 +60,7 @@ func (c *conn) begin(channel uint16, b *frame.Begin) error {
 		incomingWindow:     DefaultMaxIncomingWindow,
 		remoteIncomingID:   0,
 		remoteIncomingWind: b.IncomingWindow,
+		remoteOutgoingWind: b.OutgoingWindow,
 		handleMax:          min(b.HandleMax, DefaultLinkMax-1),
 		in:                 map[uint32]*inLink{},
 		outs:               map[uint32]*outLink{},
@@ -178,6 +180,7 @@ func (s *session) flow(f *frame.Flow) error {
 		s.remoteIncomingID = f.NextIncomingID
 	}
 	s.remoteIncomingWind = f.IncomingWindow
+	s.remoteOutgoingWind = f.OutgoingWindow
 	if !f.HasHandle {
 		acks := s.sendPendingLocked()
 		if f.Echo {

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,25 @@ func (s *Server) registerConnections() {
 		items := make([]obj, 0, len(ci.AMQPChannels))
 		for _, ch := range ci.AMQPChannels {
 			items = append(items, s.channelObj(ci, ch))
+		}
+		return q.list(items)
+	})
+	s.handle("GET", "/api/connections/{name}/sessions", accessManagement, func(q *request) error {
+		// RabbitMQ 4.x's: an AMQP 1.0 connection's sessions and links.
+		ci, err := s.connFor(q, q.Var("name"), "")
+		if err != nil {
+			return err
+		}
+		if ci.Protocol != queues.ProtocolAMQP10 {
+			return errBadRequest("connection does not use AMQP 1.0")
+		}
+		items := make([]obj, 0, len(ci.AMQP10Sessions))
+		for _, si := range ci.AMQP10Sessions {
+			o, err := jsonObj(si)
+			if err != nil {
+				return err
+			}
+			items = append(items, o)
 		}
 		return q.list(items)
 	})
@@ -502,4 +522,16 @@ func (s *Server) connectionCounts(q *request) (connections, channels int) {
 		channels += ci.Channels
 	}
 	return connections, channels
+}
+
+// jsonObj is v as the object its JSON encoding is, for list (which
+// sorts and filters objects by field).
+func jsonObj(v any) (obj, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var o obj
+	err = json.Unmarshal(b, &o)
+	return o, err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/amqp1"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
 	"github.com/warren-mq/warren/streamproto"
@@ -66,7 +67,8 @@ func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
 	}
 	super := superstream.NewManager(b)
 	aln, sln, hln := listen(), listen(), listen()
-	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger, PublishCredit: o.publishCredit})
+	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger, PublishCredit: o.publishCredit,
+		AMQP10: amqp1.NewServer(amqp1.Config{Broker: b, Logger: logger, SilentCloseDelay: -1}).Handoff})
 	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super, SilentCloseDelay: -1,
 		PublishCredit: o.publishCredit})
 	if err != nil {

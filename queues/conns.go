@@ -89,6 +89,7 @@ type ConnInfo struct {
 	SendCnt uint64 `json:"send_cnt"`
 
 	AMQPChannels     []ChannelInfo         `json:"-"` // AMQP 0-9-1, by channel number
+	AMQP10Sessions   []SessionInfo         `json:"-"` // AMQP 1.0, by channel number
 	StreamPublishers []StreamPublisherInfo `json:"-"` // stream protocol, by publisher id
 	StreamConsumers  []StreamConsumerInfo  `json:"-"` // stream protocol, by subscription id
 }
@@ -120,6 +121,53 @@ type ChannelInfo struct {
 	State      string `json:"state"` // StateRunning, StateFlow or StateClosing
 
 	Consumers []ConsumerInfo `json:"-"` // by tag
+}
+
+// SessionInfo is an AMQP 1.0 session as RabbitMQ 4.x's
+// /api/connections/{name}/sessions shows it; the JSON names are
+// RabbitMQ's.
+type SessionInfo struct {
+	ChannelNumber        uint16 `json:"channel_number"`
+	HandleMax            uint32 `json:"handle_max"`
+	NextIncomingID       uint32 `json:"next_incoming_id"`
+	IncomingWindow       uint32 `json:"incoming_window"`
+	NextOutgoingID       uint32 `json:"next_outgoing_id"`
+	RemoteIncomingWindow uint32 `json:"remote_incoming_window"`
+	RemoteOutgoingWindow uint32 `json:"remote_outgoing_window"`
+	// OutgoingUnsettled counts deliveries sent and not yet settled by
+	// the client.
+	OutgoingUnsettled int                `json:"outgoing_unsettled_deliveries"`
+	IncomingLinks     []IncomingLinkInfo `json:"incoming_links"`
+	OutgoingLinks     []OutgoingLinkInfo `json:"outgoing_links"`
+}
+
+// IncomingLinkInfo is a link the client sends on (its sender).
+type IncomingLinkInfo struct {
+	Handle        uint32 `json:"handle"`
+	LinkName      string `json:"link_name"`
+	SndSettleMode string `json:"snd_settle_mode"` // "settled", "unsettled" or "mixed"
+	TargetAddress string `json:"target_address"`  // "" for the null target
+	// MaxMessageSize is what Warren accepts, bytes.
+	MaxMessageSize uint64 `json:"max_message_size"`
+	DeliveryCount  uint32 `json:"delivery_count"`
+	Credit         uint32 `json:"credit"`
+	// UnconfirmedMessages are unsettled messages not yet stored.
+	UnconfirmedMessages int `json:"unconfirmed_messages"`
+}
+
+// OutgoingLinkInfo is a link the client receives on (its receiver).
+type OutgoingLinkInfo struct {
+	Handle         uint32 `json:"handle"`
+	LinkName       string `json:"link_name"`
+	SourceAddress  string `json:"source_address"`
+	QueueName      string `json:"queue_name"`
+	SendSettled    bool   `json:"send_settled"`
+	MaxMessageSize uint64 `json:"max_message_size"` // the client's; 0: none
+	// Filter lists the source's filters Warren applies, as RabbitMQ
+	// shows them: name, descriptor and value.
+	Filter        []map[string]any `json:"filter"`
+	DeliveryCount uint32           `json:"delivery_count"`
+	Credit        uint32           `json:"credit"`
 }
 
 // ConsumerInfo is an AMQP 0-9-1 consumer as RabbitMQ's /api/consumers
