@@ -125,8 +125,12 @@ func benchAppend(b *testing.B, size, batch, appenders, window int, fsync FsyncPo
 // the stream's chunks.
 func BenchmarkStreamRead(b *testing.B) {
 	const chunks, perChunk = 1000, 100
-	for _, size := range []int{100, 1 << 10} {
-		b.Run(fmt.Sprintf("chunks=%d/records=%d/size=%d", chunks, perChunk, size), func(b *testing.B) {
+	for _, bc := range []struct {
+		size      int
+		readAhead bool
+	}{{100, false}, {100, true}, {1 << 10, false}, {1 << 10, true}} {
+		size := bc.size
+		b.Run(fmt.Sprintf("chunks=%d/records=%d/size=%d/readahead=%v", chunks, perChunk, size, bc.readAhead), func(b *testing.B) {
 			s, err := Create(b.TempDir(), Config{}, Options{RetentionInterval: -1})
 			if err != nil {
 				b.Fatal(err)
@@ -149,7 +153,7 @@ func BenchmarkStreamRead(b *testing.B) {
 			b.SetBytes(int64(chunks * perChunk * (4 + size)))
 			b.ReportAllocs()
 			for b.Loop() {
-				r, err := s.NewReader(First(), ReaderOptions{})
+				r, err := s.NewReader(First(), ReaderOptions{ReadAhead: bc.readAhead})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -165,11 +169,12 @@ func BenchmarkStreamRead(b *testing.B) {
 					if buf, err = c.ReadData(buf); err != nil {
 						b.Fatal(err)
 					}
-					n++
+					n += int(c.Header.NumRecords)
 				}
 				r.Close()
-				if n != chunks {
-					b.Fatalf("read %d chunks, want %d", n, chunks)
+				// The writer may cut an append into two chunks.
+				if n != chunks*perChunk {
+					b.Fatalf("read %d records, want %d", n, chunks*perChunk)
 				}
 			}
 			b.ReportMetric(float64(b.N*chunks)/b.Elapsed().Seconds(), "chunks/s")

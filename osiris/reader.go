@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 
 	"github.com/warren-mq/warren/segment"
 )
@@ -60,6 +61,12 @@ type ReaderOptions struct {
 	Filter *segment.Matcher
 	// AllChunks returns tracking chunks too; by default only user chunks.
 	AllChunks bool
+	// ReadAhead reads up to 128 KiB of the segment at once, so that a
+	// run of small chunks costs one pread rather than one per chunk, and
+	// hands out their data in memory (Chunk.Data). The buffer goes back
+	// to a shared pool whenever the reader parks at the end of the
+	// stream. Off, a reader reads each header (and Bloom filter) alone.
+	ReadAhead bool
 }
 
 // Chunk is one committed chunk handed out by a Reader. File and the
@@ -71,7 +78,12 @@ type Chunk struct {
 	BloomFormat segment.FilterFormat // how to read Bloom: its segment's format
 	File        *os.File             // the segment file: read with ReadAt or sendfile only
 	Pos         int64                // position of the chunk header in File
-	ref         *segRef              // the segment, for Hold
+	// Data is the chunk's entry data when the reader's read-ahead
+	// already holds it (small chunks), valid until the reader's next
+	// call; nil otherwise (read it from File). Either way it is the same
+	// committed bytes.
+	Data []byte
+	ref  *segRef // the segment, for Hold
 }
 
 // DataPos is the position of the chunk's entry data in File.
@@ -79,6 +91,9 @@ func (c *Chunk) DataPos() int64 { return c.Pos + c.Header.DataOffset() }
 
 // ReadData reads the chunk's entry data into buf (grown if need be).
 func (c *Chunk) ReadData(buf []byte) ([]byte, error) {
+	if c.Data != nil {
+		return append(buf[:0], c.Data...), nil
+	}
 	n := int(c.Header.DataLen)
 	if cap(buf) < n {
 		buf = make([]byte, n)
@@ -102,9 +117,23 @@ type Reader struct {
 	ref  *segRef          // segment being read: held, or parked at its end; nil once closed
 	seg  *segment.Segment // its open segment while held; nil while parked
 	pos  int64            // next chunk position in seg
-	hbuf []byte           // header + Bloom scratch
 	next uint64           // offset after the last chunk returned or skipped
+
+	// Read-ahead: ra holds committed bytes of raSeg from raPos, so that
+	// consecutive small chunks cost one pread for many rather than one
+	// each (headers, Bloom filters and data). Committed bytes never
+	// change, so the window stays valid as the segment grows. A reader
+	// meeting large chunks reads headers only (raBig), as the data goes
+	// by sendfile anyway.
+	ra    []byte
+	raPos int64
+	raSeg *segment.Segment
+	raBig bool
 }
+
+// readAhead is the most a reader reads at once; chunks whose header,
+// Bloom filter and data fit in it come with Data.
+const readAhead = 128 << 10
 
 // NewReader opens a reader at spec.
 func (s *Stream) NewReader(spec OffsetSpec, opts ReaderOptions) (*Reader, error) {
@@ -113,7 +142,7 @@ func (s *Stream) NewReader(spec OffsetSpec, opts ReaderOptions) (*Reader, error)
 		return nil, ErrClosed
 	default:
 	}
-	r := &Reader{s: s, opts: opts, hbuf: make([]byte, segment.HeaderSize+segment.MaxBloomSize)}
+	r := &Reader{s: s, opts: opts}
 	for attempt := 0; ; attempt++ {
 		err := r.seek(spec)
 		if err == nil {
@@ -249,6 +278,67 @@ func (r *Reader) atTimestamp(t *tail, ts int64) error {
 	return r.at(t, 0, segment.FileHeaderSize, t.segs[0].base)
 }
 
+// readChunk reads the header and Bloom filter of the chunk at r.pos in
+// r.seg, whose committed bytes end at end, and its data when the
+// read-ahead holds it, refilling the read-ahead as needed.
+func (r *Reader) readChunk(end int64) (h segment.Header, bloom, data []byte, err error) {
+	const headMax = segment.HeaderSize + segment.MaxBloomSize
+	need := min(int64(headMax), end-r.pos)
+	if need < segment.HeaderSize {
+		return h, nil, nil, fmt.Errorf("osiris: chunk at %d: %d bytes left: %w", r.pos, end-r.pos, segment.ErrCorrupt)
+	}
+	if r.raSeg != r.seg || r.pos < r.raPos || r.pos+need > r.raPos+int64(len(r.ra)) {
+		n := min(int64(readAhead), end-r.pos)
+		if r.raBig || !r.opts.ReadAhead {
+			n = need
+		}
+		if cap(r.ra) < int(n) {
+			r.putRA()
+			if n > headMax {
+				r.ra = *raPool.Get().(*[]byte)
+			} else {
+				r.ra = make([]byte, headMax)
+			}
+		}
+		r.ra = r.ra[:n]
+		r.raSeg, r.raPos = nil, r.pos
+		if err := r.seg.ReadAt(r.ra, r.pos); err != nil {
+			r.ra = r.ra[:0]
+			return h, nil, nil, err
+		}
+		r.raSeg = r.seg
+	}
+	b := r.ra[r.pos-r.raPos:]
+	if h, err = segment.ParseHeader(b[:need]); err != nil {
+		return h, nil, nil, fmt.Errorf("osiris: chunk at %d: %w", r.pos, err)
+	}
+	size := h.Size()
+	if r.pos+size > end || segment.HeaderSize+int64(h.BloomSize) > need {
+		return h, nil, nil, fmt.Errorf("osiris: chunk at %d: %d bytes pass the end %d: %w", r.pos, size, end, segment.ErrCorrupt)
+	}
+	bloom = b[segment.HeaderSize : segment.HeaderSize+int(h.BloomSize)]
+	if off := h.DataOffset(); off+int64(h.DataLen) <= int64(len(b)) {
+		data = b[off : off+int64(h.DataLen) : off+int64(h.DataLen)]
+	}
+	// Chunks larger than half the window make the next reads header
+	// reads; smaller ones bring the window back.
+	r.raBig = size > readAhead/2
+	return h, bloom, data, nil
+}
+
+// raPool holds read-ahead buffers of readers that parked.
+var raPool = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+
+// putRA gives a read-ahead buffer back to the pool.
+func (r *Reader) putRA() {
+	if cap(r.ra) == readAhead {
+		b := r.ra[:readAhead]
+		raPool.Put(&b)
+		r.ra = nil
+	}
+	r.ra, r.raSeg = r.ra[:0], nil
+}
+
 // NextOffset is the offset after the last chunk returned (or skipped).
 func (r *Reader) NextOffset() uint64 { return r.next }
 
@@ -303,12 +393,12 @@ func (r *Reader) tryNext() (Chunk, bool, <-chan struct{}, error) {
 			continue
 		}
 		if r.pos < end {
-			h, bloom, err := r.seg.ReadHeader(r.pos, end, r.hbuf)
+			h, bloom, data, err := r.readChunk(end)
 			if err != nil {
 				return Chunk{}, false, nil, err
 			}
 			format := r.seg.FilterFormat()
-			c := Chunk{Header: h, Bloom: bloom, BloomFormat: format, File: r.seg.File(), Pos: r.pos, ref: r.ref}
+			c := Chunk{Header: h, Bloom: bloom, BloomFormat: format, File: r.seg.File(), Pos: r.pos, Data: data, ref: r.ref}
 			r.pos += h.Size()
 			r.next = h.NextOffset()
 			if h.Type != segment.ChunkUser && !r.opts.AllChunks {
@@ -356,6 +446,7 @@ func (r *Reader) Park() {
 
 // park lets go of the segment being read but stays positioned in it.
 func (r *Reader) park() {
+	r.putRA()
 	if r.seg != nil {
 		r.ref.release()
 		r.seg = nil
@@ -397,7 +488,10 @@ func (r *Reader) release() {
 }
 
 // Close releases the reader's segment.
-func (r *Reader) Close() { r.release() }
+func (r *Reader) Close() {
+	r.putRA()
+	r.release()
+}
 
 // Hold keeps the chunk's segment file open after the reader moves on,
 // until the returned release is called, so the data can be sent

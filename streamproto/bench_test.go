@@ -1,6 +1,7 @@
 package streamproto
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/warren-mq/warren/bench/leanstream"
 	"github.com/warren-mq/warren/internal/testutil"
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/segment"
 )
 
 // BenchmarkPublishConsume is the stream protocol's end-to-end path in one
@@ -104,6 +107,12 @@ func BenchmarkPublishConsume(b *testing.B) {
 // port for a benchmark and returns its address and, withTLS, the
 // listener serves TLS and the client config trusting it is returned.
 func benchServer(b *testing.B, withTLS bool) (string, *tls.Config) {
+	addr, clientTLS, _ := benchServerBroker(b, withTLS)
+	return addr, clientTLS
+}
+
+// benchServerBroker is benchServer that also returns the broker.
+func benchServerBroker(b *testing.B, withTLS bool) (string, *tls.Config, *queues.Broker) {
 	b.Helper()
 	br, err := queues.Open(b.TempDir(), queues.Options{})
 	if err != nil {
@@ -134,5 +143,58 @@ func benchServer(b *testing.B, withTLS bool) (string, *tls.Config) {
 		<-done
 		br.Close()
 	})
-	return addr, clientTLS
+	return addr, clientTLS, br
+}
+
+// BenchmarkReplay is a consumer replaying a stream from first with the
+// lean client and 10 chunks of credit (rabbitmq-stream-go-client's
+// default), a credit back per chunk: 2,000 chunks of 100 records of
+// body bytes (size=100: 10 KB chunks, what the Go client's producer
+// makes; size=1000: 100 KB). An op is one replay of the whole stream;
+// msgs/s is the replay rate.
+func BenchmarkReplay(b *testing.B) {
+	const chunks, perChunk = 2000, 100
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("chunk=%dKB", size*perChunk/1000), func(b *testing.B) {
+			addr, _, br := benchServerBroker(b, false)
+			if err := br.CreateStream("/", "replay", nil); err != nil {
+				b.Fatal(err)
+			}
+			st, err := br.Stream("/", "replay")
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs := make([]osiris.Message, perChunk)
+			for i := range msgs {
+				msgs[i] = osiris.Message{Entry: segment.AppendSimpleEntry(nil, bytes.Repeat([]byte{'r'}, size))}
+			}
+			for range chunks {
+				if _, err := st.Append(b.Context(), "", msgs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(chunks * perChunk * size))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				sub, err := leanstream.DialConfig(b.Context(), leanstream.Config{Addr: addr})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var got atomic.Int64
+				done := make(chan struct{})
+				err = sub.Subscribe(1, "replay", leanstream.First(), 10, func(c *leanstream.Chunk) {
+					sub.Credit(1, 1)
+					if got.Add(int64(c.NumRecords)) == chunks*perChunk {
+						close(done)
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-done
+				sub.Close()
+			}
+			b.ReportMetric(float64(b.N*chunks*perChunk)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
 }

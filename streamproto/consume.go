@@ -166,6 +166,9 @@ func readerOptions(props map[string]string) osiris.ReaderOptions {
 	if props["chunk_selector"] == "all" {
 		opts.AllChunks = true
 	}
+	// Small chunks come in memory from a read-ahead: one pread for many
+	// chunks, and deliver sends them with one writev.
+	opts.ReadAhead = true
 	return opts
 }
 
@@ -265,28 +268,44 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 }
 
 // deliver is the delivery goroutine: it sends chunks while there is
-// credit, until cancelled or the stream goes away.
+// credit, until cancelled or the stream goes away. Chunks the reader has
+// in memory are queued whole without waking the writer, which is woken
+// once per run of them (before waiting, or every kickEvery chunks), so a
+// replay of small chunks costs one writer wake-up and one writev for
+// many chunks rather than one each.
 func (s *subscription) deliver(d *delivery) {
 	defer d.reader.Close()
 	c := s.c
+	const kickEvery = 32
+	unkicked := 0 // chunks queued since the writer was last woken
+	kick := func() {
+		if unkicked > 0 {
+			c.out.kick()
+			unkicked = 0
+		}
+	}
+	defer kick()
 	for {
-		for s.credit.Load() <= 0 {
-			select {
-			case <-s.signal:
-			case <-d.ctx.Done():
-				return
+		if s.credit.Load() <= 0 {
+			kick()
+			for s.credit.Load() <= 0 {
+				select {
+				case <-s.signal:
+				case <-d.ctx.Done():
+					return
+				}
 			}
 		}
-		ch, err := d.reader.Next(d.ctx)
+		ch, ok, err := d.reader.TryNext()
+		if err == nil && !ok {
+			kick()
+			ch, err = d.reader.Next(d.ctx)
+		}
 		if err != nil {
 			if d.ctx.Err() == nil && !errors.Is(err, osiris.ErrClosed) {
 				c.log.Error("stream subscription read", "stream", s.stream, "err", err)
 				go c.readFailed(s) // it waits for this goroutine to end
 			}
-			return
-		}
-		release, err := ch.Hold()
-		if err != nil {
 			return
 		}
 		s.credit.Add(-1)
@@ -299,7 +318,7 @@ func (s *subscription) deliver(d *delivery) {
 		// Counted before the client can see it, so that a client that
 		// has its messages finds them counted.
 		c.ctr.Delivery[queues.QTStream].Delivered.Add(uint64(h.NumRecords))
-		ok := c.out.deliver(func(b []byte) []byte {
+		head := func(b []byte) []byte {
 			start := len(b)
 			b = append(b, 0, 0, 0, 0)
 			if v2 {
@@ -316,9 +335,27 @@ func (s *subscription) deliver(d *delivery) {
 			size := len(b) - start - 4 + int(h.DataLen)
 			b[start], b[start+1], b[start+2], b[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 			return b
-		}, ch.File, ch.DataPos(), int64(h.DataLen), release)
-		if !ok {
-			return
+		}
+		queued := false
+		if ch.Data != nil {
+			queued, ok = c.out.deliverInline(func(b []byte) []byte { return append(head(b), ch.Data...) })
+			if !ok {
+				return
+			}
+			if queued {
+				if unkicked++; unkicked >= kickEvery {
+					kick()
+				}
+			}
+		}
+		if !queued {
+			release, err := ch.Hold()
+			if err != nil {
+				return
+			}
+			if !c.out.deliver(head, ch.File, ch.DataPos(), int64(h.DataLen), release) {
+				return
+			}
 		}
 		s.consumed.Add(uint64(h.NumRecords))
 		s.next.Store(h.NextOffset())

@@ -74,6 +74,29 @@ func (q *outQueue) deliver(fn func(b []byte) []byte, file *os.File, pos, n int64
 	return true
 }
 
+// inlineMax bounds the frame bytes queued in memory that deliverInline
+// adds to: past it a chunk goes as a file span (sent with sendfile or
+// staged at write time), so a slow client holds at most this much chunk
+// data per connection in the queue.
+const inlineMax = 256 << 10
+
+// deliverInline appends a frame built by fn (head and data both) without
+// waking the writer, and reports ok. It reports queued false, building
+// nothing, when inlineMax bytes are already queued (the caller sends the
+// chunk with deliver instead), and ok false once the queue is closed.
+func (q *outQueue) deliverInline(fn func(b []byte) []byte) (queued, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.closed {
+		return false, false
+	}
+	if len(q.mu.buf) >= inlineMax {
+		return false, true
+	}
+	q.mu.buf = fn(q.mu.buf)
+	return true, true
+}
+
 func (q *outQueue) kick() {
 	select {
 	case q.signal <- struct{}{}:
@@ -144,6 +167,9 @@ func (q *outQueue) writeLoop(nc net.Conn, stats *netserve.Counters, heartbeat fu
 			lastWrite = time.Now()
 		}
 		spare = buf
+		if cap(spare) > 2*inlineMax {
+			spare = nil // a replay burst's buffer is not kept for the connection's life
+		}
 		if closed {
 			return nil
 		}
