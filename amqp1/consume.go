@@ -306,7 +306,7 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}
 	props := queues.DeliveryProps(nil, d)
-	out, _, err := msgconv.AppendAMQP10(nil, d.Exchange, d.RoutingKey, props, d.Body)
+	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, props, d.Body, d.Redelivered, d.DeliveryCount)
 	if err != nil {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}
