@@ -237,13 +237,14 @@ const scenarios = {
   async stream() {
     const conn = await connect();
     const out = {};
-    for (const [name, spec] of [['first', 'first'], ['offset3', 3]]) {
+    for (const [name, spec, n] of [['first', 'first', 5], ['offset3', 3, 2]]) {
       const filter = { 'rabbitmq:stream-offset-spec': rhea.types.wrap_described(spec === 'first' ? spec : rhea.types.wrap_long(spec), 'rabbitmq:stream-offset-spec') };
       const r = await openReceiver(conn, { address: '/queues/s', filter });
       r.add_credit(10);
       const got = [];
-      for (;;) {
-        const m = await next(r, 300);
+      // The n messages there are, then nothing more for a while.
+      for (let i = 0; i <= n; i++) {
+        const m = await next(r, i < n ? 2000 : 300);
         if (!m) break;
         got.push({ body: text(m), offset: Number(m.message.message_annotations['x-stream-offset']) });
         m.delivery.accept();
