@@ -1,38 +1,30 @@
 package amqp
 
 import (
-	"strings"
-	"sync"
-
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/queues"
 )
 
 // Direct reply-to (amq.rabbitmq.reply-to): a requester consumes the
 // pseudo-queue amq.rabbitmq.reply-to with no-ack on a channel; its
-// publishes with that reply-to get it rewritten to
-// amq.rabbitmq.reply-to.<token>.<key>, and a reply published to the
-// default exchange with that routing key goes straight to the requester's
-// consumer, without a queue. Such a reply counts as routed even when the
-// requester is gone (no basic.return).
+// publishes with that reply-to get it rewritten to the consumer's reply
+// name, amq.rabbitmq.reply-to.<token>.<key> (queues.ReplyRegistry), and
+// a reply published to the default exchange with that routing key goes
+// straight to the requester, without a queue. The registry is the
+// broker's: a reply from an AMQP 1.0 responder reaches a 0-9-1
+// requester, a 0-9-1 reply a 1.0 requester (package amqp1), as in
+// RabbitMQ 4.2. Such a reply counts as routed even when the requester
+// is gone (no basic.return).
 
-const replyToName = "amq.rabbitmq.reply-to"
-
-// replyRegistry maps tokens to the channels holding reply consumers.
-type replyRegistry struct {
-	m sync.Map // token → *replyConsumer
-}
+const replyToName = queues.ReplyToName
 
 // replyConsumer is a channel's amq.rabbitmq.reply-to consumer.
 type replyConsumer struct {
-	cs    *consumer
-	token string
-	key   string
+	cs   *consumer
+	name string // amq.rabbitmq.reply-to.<token>.<key>
 }
 
-func (rc *replyConsumer) address() string {
-	return replyToName + "." + rc.token + "." + rc.key
-}
+func (rc *replyConsumer) address() string { return rc.name }
 
 // consumeReplyTo is basic.consume of amq.rabbitmq.reply-to.
 func (ch *channel) consumeReplyTo(m *wire.BasicConsume) error {
@@ -55,11 +47,11 @@ func (ch *channel) consumeReplyTo(m *wire.BasicConsume) error {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cs := &consumer{ch: ch, tag: tag, noAck: true, queue: replyToName, exclusive: m.Exclusive, args: plainTable(m.Arguments)}
-	rc := &replyConsumer{cs: cs, token: randomName(""), key: randomName("")}
+	rc := &replyConsumer{cs: cs}
+	rc.name = ch.c.broker.Replies().Register(ch.c.vhost, rc)
 	cs.reply = rc
 	ch.mu.reply = rc
 	ch.mu.consumers[tag] = cs
-	ch.c.srv.replies.m.Store(rc.token, rc)
 	if !m.NoWait {
 		ch.c.send(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
 	}
@@ -69,7 +61,7 @@ func (ch *channel) consumeReplyTo(m *wire.BasicConsume) error {
 // stopReply ends a reply consumer.
 func (cs *consumer) stopReply() {
 	rc := cs.reply
-	cs.ch.c.srv.replies.m.Delete(rc.token)
+	cs.ch.c.broker.Replies().Unregister(rc.name)
 	cs.ch.mu.Lock()
 	if cs.ch.mu.reply == rc {
 		cs.ch.mu.reply = nil
@@ -101,25 +93,20 @@ func (ch *channel) rewriteReplyTo(props []byte) ([]byte, error) {
 // isReplyKey reports whether a default-exchange publish is a direct
 // reply.
 func isReplyKey(exchange, key string) bool {
-	return exchange == "" && strings.HasPrefix(key, replyToName+".")
+	return exchange == "" && queues.IsReplyName(key)
 }
 
-// deliverReply hands a reply to its requester's consumer, if it is still
-// there.
+// deliverReply hands a reply to its requester, of either protocol, if it
+// is still there.
 func (ch *channel) deliverReply(exchange, key string, props, body []byte) {
-	rest := key[len(replyToName)+1:]
-	token, secret, ok := strings.Cut(rest, ".")
-	if !ok {
-		return
+	if sink, ok := ch.c.broker.Replies().Lookup(ch.c.vhost, key); ok {
+		sink.DeliverReply(exchange, key, props, body)
 	}
-	v, ok := ch.c.srv.replies.m.Load(token)
-	if !ok {
-		return
-	}
-	rc := v.(*replyConsumer)
-	if rc.key != secret {
-		return
-	}
+}
+
+// DeliverReply implements queues.ReplySink: the reply goes to the
+// requester's consumer, if it is still there.
+func (rc *replyConsumer) DeliverReply(exchange, key string, props, body []byte) {
 	to := rc.cs.ch
 	to.c.out.waitRoom()
 	to.mu.Lock()
@@ -148,9 +135,7 @@ func (ch *channel) declareReplyTo(m *wire.QueueDeclare) (handled bool, err error
 		if !isReplyKey("", name) {
 			return false, nil
 		}
-		token, secret, _ := strings.Cut(name[len(replyToName)+1:], ".")
-		v, ok := ch.c.srv.replies.m.Load(token)
-		if !ok || v.(*replyConsumer).key != secret {
+		if _, ok := ch.c.broker.Replies().Lookup(ch.c.vhost, name); !ok {
 			return true, newError(wire.NotFound, "queue '%s' in vhost '%s' not found", name, ch.c.vhost)
 		}
 	}

@@ -95,9 +95,8 @@ type Config struct {
 
 // Server serves AMQP 0-9-1 on listeners handed to Serve.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	replies replyRegistry // direct reply-to consumers (reply_to.go)
+	cfg Config
+	log *slog.Logger
 
 	conns *netserve.Group // listeners and connections
 }

@@ -59,8 +59,11 @@ type outDelivery struct {
 // attachOut attaches a client's receiver.
 func (s *session) attachOut(a *frame.Attach) *amqpError {
 	c := s.c
-	if a.Source == nil || a.Source.Dynamic {
-		return &amqpError{cond: frame.CondNotImplemented, desc: "dynamic sources are not supported"}
+	if a.Source == nil {
+		return &amqpError{cond: frame.CondInvalidField, desc: "Attach refused: source_required"}
+	}
+	if a.Source.Dynamic {
+		return s.attachVolatile(a)
 	}
 	queue, err := parseQueue(a.Source.Address)
 	if err != nil {

@@ -28,6 +28,8 @@
 // amqp:invalid-field for an address that is not RabbitMQ's v2 format).
 //
 // Addresses are in address.go, publishing (the client's senders) in
-// publish.go, consuming (its receivers) in consume.go, sessions and their
-// flow control in session.go.
+// publish.go, consuming (its receivers) in consume.go, direct reply-to
+// (RabbitMQ 4.2's volatile queues, shared with AMQP 0-9-1 through
+// queues.ReplyRegistry) in reply_to.go, sessions and their flow control
+// in session.go.
 package amqp1

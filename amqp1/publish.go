@@ -68,7 +68,11 @@ func (s *session) attachIn(a *frame.Attach) *amqpError {
 		if e := c.checkWrite(t.exchange); e != nil {
 			return e
 		}
-		if t.queue != "" {
+		if queues.IsReplyName(t.queue) {
+			if _, ok := c.broker.Replies().Lookup(c.vhost, t.queue); !ok {
+				return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", t.queue, c.vhost)}
+			}
+		} else if t.queue != "" {
 			if _, ok := c.broker.Destination(c.vhost, t.queue); !ok {
 				return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", t.queue, c.vhost)}
 			}
@@ -315,6 +319,10 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 	pv, err := wire.ScanProperties(d.Props)
 	if err != nil {
 		return s.detachIn(l, &amqpError{cond: frame.CondDecodeError, desc: fmt.Sprintf("failed to convert message: %v", err)})
+	}
+	if tgt.exchange == "" && queues.IsReplyName(tgt.key) {
+		s.publishReply(tgt.key, settled, id, d.Props, d.Body)
+		return nil
 	}
 	if err := c.broker.CheckTopicPermission(c.user, c.vhost, tgt.exchange, queues.PermWrite, tgt.key); err != nil {
 		return s.detachIn(l, &amqpError{cond: frame.CondUnauthorizedAccess, desc: errText(err)})

@@ -89,6 +89,7 @@ type Broker struct {
 	streamErrs   StreamErrors               // stream protocol error responses (metrics.go)
 	deadLettered classic.DeadLetterCounters // dead-lettered messages (metrics.go)
 	alarms       alarm.Set                  // resource alarms in effect (Alarms)
+	replies      ReplyRegistry              // direct reply-to requesters (reply_to.go)
 
 	mu struct {
 		sync.Mutex

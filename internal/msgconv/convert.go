@@ -28,8 +28,9 @@ import (
 //	delivery-mode 2        header durable true (else false)      durable → 2, false → 1, absent → x-basic-delivery-mode
 //	priority               header priority (ubyte)               header priority, else x-basic-priority
 //	expiration             header ttl (uint ms)                  ttl as a decimal string, else x-basic-expiration
-//	—                      header first-acquirer true,           —
-//	                       delivery-count 0
+//	—                      header first-acquirer true (false     —
+//	                       with an x-death header), delivery-
+//	                       count 0 (a delivery's: its own)
 //	exchange               annotation x-exchange (utf8)          basic.deliver exchange ("" when absent)
 //	routing key            annotation x-routing-key (utf8)       basic.deliver routing key (the stream's name when absent)
 //	type                   annotation x-basic-type (utf8)        type; "amqp-1.0" when the body is not data sections
@@ -95,10 +96,11 @@ func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte,
 	return AppendAMQP10Delivery(dst, exchange, key, props, body, false, 0)
 }
 
-// AppendAMQP10Delivery is AppendAMQP10 for a queue's delivery to an
-// AMQP 1.0 receiver: the header says first-acquirer false when the
-// message went out before (redelivered) and carries its delivery count,
-// as RabbitMQ 4.x's AMQP 1.0 deliveries do.
+// AppendAMQP10Delivery is AppendAMQP10 for a delivery to an AMQP 1.0
+// consumer: the header's delivery-count is deliveryCount and its
+// first-acquirer false when the message was delivered before
+// (redelivered, a delivery count, or dead-lettered: an x-death header),
+// as mc_amqp's update_header_from_anns sets them.
 func AppendAMQP10Delivery(dst []byte, exchange, key string, props, body []byte, redelivered bool, deliveryCount uint32) ([]byte, []byte, error) {
 	p, err := wire.ParseProperties(props)
 	if err != nil {
@@ -120,7 +122,8 @@ func AppendAMQP10Delivery(dst []byte, exchange, key string, props, body []byte, 
 	} else {
 		dst = amqp10.AppendNull(dst)
 	}
-	dst = amqp10.AppendBool(dst, !redelivered)
+	_, dead := p.Headers["x-death"]
+	dst = amqp10.AppendBool(dst, !redelivered && deliveryCount == 0 && !dead)
 	dst = amqp10.AppendUint(dst, deliveryCount)
 	dst = c.End(dst, 5)
 
