@@ -243,6 +243,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 				HandshakeTimeout: cfg.HandshakeTimeout, SASL: cfg.SASL, CertLogin: cfg.TLS.CertLogin,
 				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
 				DefaultVHost: cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
+				Node:         node,                // the management node's leader and replicas, as the API's
 			}).Handoff,
 		})
 		for range lns {
