@@ -50,6 +50,10 @@ const mgmtAddress = "/management"
 // (MAX_MANAGEMENT_LINK_CREDIT), topped up when half is used.
 const mgmtMaxLinkCredit = 8
 
+// mgmtMaxWaiting bounds the responses that wait for a receiver's first
+// flow (mgmtLink.waiting).
+const mgmtMaxWaiting = 4 * mgmtMaxLinkCredit
+
 // mgmtPair is a management link pair, by link name. Guarded by conn.mu.
 type mgmtPair struct {
 	clientAddr      string // the sender's source address, the receiver's target address
@@ -64,6 +68,15 @@ type mgmtLink struct {
 	handle        uint32
 	deliveryCount uint32
 	credit        uint32
+
+	// A receiver's responses that wait for the client's first flow.
+	// go-amqp sends a receiver's credit after the attach returns, so a
+	// client's first request may overtake it: RabbitMQ ends the session
+	// then (its Go client sleeps 10 ms after attaching); Warren answers
+	// once the credit comes. Credit used up or drained after that is
+	// RabbitMQ's session error.
+	flowed  bool
+	waiting [][]byte
 }
 
 // isMgmtAttach reports whether a is a half of a management link pair:
@@ -171,6 +184,16 @@ func (s *session) mgmtLinkFlowLocked(l *mgmtLink, out bool, f *frame.Flow) {
 			dc = f.DeliveryCount
 		}
 		l.credit = uint32(max(int64(dc)+int64(f.LinkCredit)-int64(l.deliveryCount), 0))
+		l.flowed = true
+		for len(l.waiting) > 0 && l.credit > 0 {
+			l.deliveryCount++
+			l.credit--
+			s.pending = append(s.pending, &outDelivery{mgmt: l, payload: l.waiting[0]})
+			l.waiting = l.waiting[1:]
+		}
+		if len(l.waiting) == 0 {
+			l.waiting = nil
+		}
 		if f.Drain {
 			l.deliveryCount += l.credit
 			l.credit = 0
@@ -242,7 +265,7 @@ func (s *session) mgmtTransfer(in *mgmtLink, t *frame.Transfer, payload []byte) 
 		e = &amqpError{cond: frame.CondTransferLimitExceeded, desc: fmt.Sprintf("insufficient credit (%d) for management link from client to RabbitMQ", in.credit)}
 	case p == nil || !p.hasOut:
 		e = &amqpError{cond: frame.CondPreconditionFailed, desc: "received transfer on half open management link pair"}
-	case p.outLink.credit == 0:
+	case p.outLink.credit == 0 && (p.outLink.flowed && len(p.outLink.waiting) == 0 || len(p.outLink.waiting) >= mgmtMaxWaiting):
 		e = &amqpError{cond: frame.CondPreconditionFailed, desc: fmt.Sprintf("insufficient credit (%d) for management link from RabbitMQ to client", p.outLink.credit)}
 	}
 	c.mu.Unlock()
@@ -270,6 +293,11 @@ func (s *session) mgmtTransfer(in *mgmtLink, t *frame.Transfer, payload []byte) 
 	if out == nil || s.mgmtOut[out.handle] != out {
 		c.mu.Unlock()
 		return nil // the receiver went while the request was served
+	}
+	if !out.flowed || len(out.waiting) > 0 || out.credit == 0 {
+		out.waiting = append(out.waiting, resp)
+		c.mu.Unlock()
+		return nil
 	}
 	out.deliveryCount++
 	out.credit--

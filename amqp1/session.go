@@ -216,14 +216,14 @@ func (s *session) flow(f *frame.Flow) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if l := s.mgmtOut[f.Handle]; l != nil {
-		s.mgmtLinkFlowLocked(l, true, f)
+	if l, out := s.mgmtOut[f.Handle]; out || s.mgmtIn[f.Handle] != nil {
+		if !out {
+			l = s.mgmtIn[f.Handle]
+		}
+		s.mgmtLinkFlowLocked(l, out, f)
+		acks := s.sendPendingLocked()
 		c.mu.Unlock()
-		return nil
-	}
-	if l := s.mgmtIn[f.Handle]; l != nil {
-		s.mgmtLinkFlowLocked(l, false, f)
-		c.mu.Unlock()
+		ackAll(acks)
 		return nil
 	}
 	c.mu.Unlock()
