@@ -159,3 +159,108 @@ func FuzzManagementPath(f *testing.F) {
 		}
 	})
 }
+
+// Ensure, frame by frame, what go-amqp cannot show: the attach replies
+// echo the paired property and grant the sender 8 credits, a request
+// that overtakes the receiver's first flow is answered once it comes
+// (pre-settled, on the receiver's handle), and a third half with the
+// pair's name is refused with amqp:precondition-failed.
+func TestManagementRawLinkPair(t *testing.T) {
+	tb := startBroker(t, Config{})
+	rc := tb.raw(t)
+	rc.open(&frame.Open{ContainerID: "raw", MaxFrameSize: 65536})
+	rc.send(&frame.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100, HandleMax: 10})
+	if p, err := rc.next(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := p.(*frame.Begin); !ok {
+		t.Fatalf("got %#v, want begin", p)
+	}
+	paired := amqp10.Map{{Key: amqp10.Symbol("paired"), Value: true}}
+	rc.send(&frame.Attach{Name: "p", Handle: 1, Role: frame.RoleReceiver, Source: &frame.Source{Address: mgmtAddress},
+		Target: &frame.Target{Address: "client"}, Properties: paired})
+	rc.send(&frame.Attach{Name: "p", Handle: 0, Role: frame.RoleSender, SndSettleMode: frame.SndSettled, Source: &frame.Source{Address: "client"},
+		Target: &frame.Target{Address: mgmtAddress}, HasInitialDeliveryCount: true, Properties: paired})
+	var attaches int
+	var credit *frame.Flow
+	for attaches < 2 || credit == nil {
+		p, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *frame.Attach:
+			attaches++
+			if v, _ := p.Properties.Symbol("paired"); v != true || p.SndSettleMode != frame.SndSettled {
+				t.Fatalf("attach reply %+v", p)
+			}
+		case *frame.Flow:
+			if p.HasHandle && p.Handle == 0 {
+				credit = p
+			}
+		default:
+			t.Fatalf("got %#v", p)
+		}
+	}
+	if credit.LinkCredit != 8 {
+		t.Fatalf("sender credit %d, want 8", credit.LinkCredit)
+	}
+	req := amqp10.Message{
+		Properties: &amqp10.Properties{Set: amqp10.PropMessageID | amqp10.PropTo | amqp10.PropSubject | amqp10.PropReplyTo,
+			MessageID: "m1", To: "/queues/rawq", Subject: "PUT", ReplyTo: "$me"},
+		Body: amqp10.Body{Kind: amqp10.BodyValue, Value: amqp10.Map{}},
+	}
+	payload, err := req.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := frame.AppendTransferFrame(nil, 0, &frame.Transfer{Handle: 0, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{0}, Settled: true}, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.write(b)
+	rc.send(&frame.Flow{HasNextIncomingID: true, IncomingWindow: 100, OutgoingWindow: 100, Handle: 1, HasHandle: true,
+		HasDeliveryCount: true, LinkCredit: 5, HasLinkCredit: true})
+	for {
+		f, err := rc.r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Empty() {
+			continue
+		}
+		p, body, err := frame.Decode(f.Type, f.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, ok := p.(*frame.Transfer)
+		if !ok {
+			continue // the session's flows
+		}
+		var resp amqp10.Message
+		if err := resp.UnmarshalBinary(body); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Handle != 1 || !tr.Settled || resp.Properties == nil || resp.Properties.Subject != "201" || resp.Properties.CorrelationID != "m1" {
+			t.Fatalf("response %+v %+v", tr, resp.Properties)
+		}
+		break
+	}
+	if _, err := tb.broker.Queue("/", "rawq"); err != nil {
+		t.Fatal(err)
+	}
+
+	rc.send(&frame.Attach{Name: "p", Handle: 2, Role: frame.RoleSender, SndSettleMode: frame.SndSettled, Source: &frame.Source{Address: "client"},
+		Target: &frame.Target{Address: mgmtAddress}, HasInitialDeliveryCount: true, Properties: paired})
+	for {
+		p, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := p.(*frame.Detach); ok {
+			if d.Handle != 2 || d.Error == nil || d.Error.Condition != frame.CondPreconditionFailed {
+				t.Fatalf("detach %+v", d)
+			}
+			break
+		}
+	}
+}
