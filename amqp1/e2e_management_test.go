@@ -565,3 +565,35 @@ func TestManagementLinkRules(t *testing.T) {
 	// The connection and its other sessions carry on.
 	m2.expect("GET", qpath("q"), nil, "404")
 }
+
+// Ensure a queue deleted over the management node while the same
+// connection consumes from it over AMQP 1.0 answers 200 with its count
+// and detaches the consumer with amqp:resource-deleted.
+func TestManagementDeleteConsumedQueue(t *testing.T) {
+	tb := startBroker(t, Config{})
+	c, m := tb.mgmt(t)
+	m.expect("PUT", qpath("busy"), map[string]any{}, "201")
+	publish091(t, tb.channel(t), "busy", 2, amqp091.Publishing{})
+	s, err := c.NewSession(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/busy", &goamqp.ReceiverOptions{Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = rcv.Receive(ctxT(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.expect("GET", qpath("busy"), nil, "200").(map[string]any); got["consumer_count"] != uint32(1) {
+		t.Fatalf("get with a consumer: %v", got)
+	}
+	m.expect("DELETE", qpath("busy"), nil, "200")
+	var le *goamqp.LinkError
+	for err == nil {
+		_, err = rcv.Receive(ctxT(t), nil)
+	}
+	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != goamqp.ErrCondResourceDeleted {
+		t.Fatalf("consumer after delete: %v, want detached with resource-deleted", err)
+	}
+}
