@@ -597,3 +597,24 @@ func TestManagementDeleteConsumedQueue(t *testing.T) {
 		t.Fatalf("consumer after delete: %v, want detached with resource-deleted", err)
 	}
 }
+
+// Ensure a declare takes the vhost's default queue type and is refused
+// at its queue limit with RabbitMQ's 403 and text.
+func TestManagementVHostDefaults(t *testing.T) {
+	tb := startBroker(t, Config{})
+	for _, v := range []queues.VHost{{Name: "qq", DefaultQueueType: "quorum"}, {Name: "lv", Limits: map[string]int64{"max-queues": 0}}} {
+		if _, err := tb.broker.PutVHost(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.broker.SetPermissions("guest", v.Name, queues.Permissions{Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, s := tb.dial(t, &goamqp.ConnOptions{HostName: "vhost:qq"})
+	info := newMgmt(t, s).expect("PUT", qpath("q"), map[string]any{}, "201").(map[string]any)
+	if info["type"] != "quorum" || info["vhost"] != "qq" {
+		t.Fatalf("declare in a vhost whose default type is quorum: %v", info)
+	}
+	_, s = tb.dial(t, &goamqp.ConnOptions{HostName: "vhost:lv"})
+	newMgmt(t, s).expect("PUT", qpath("q"), map[string]any{}, "403", "cannot declare queue 'q': queue limit in vhost 'lv' (0) is reached")
+}
