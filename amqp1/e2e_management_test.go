@@ -452,6 +452,9 @@ func TestManagementPermissions(t *testing.T) {
 	m.sessionEnded("PUT", qpath("mine2"), map[string]any{"arguments": map[string]any{"x-dead-letter-exchange": "amq.fanout"}}, goamqp.ErrCondUnauthorizedAccess,
 		"read access to queue 'mine2' in vhost '/' refused for user 'limited'")
 	m = session()
+	m.sessionEnded("PUT", xpath("mine-x"), map[string]any{"arguments": map[string]any{"alternate-exchange": "amq.direct"}}, goamqp.ErrCondUnauthorizedAccess,
+		"read access to exchange 'mine-x' in vhost '/' refused for user 'limited'")
+	m = session()
 	m.expect("GET", qpath("theirs"), nil, "200") // write is "any" permission
 	m.expect("DELETE", qpath("mine"), nil, "200")
 }
