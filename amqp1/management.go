@@ -56,10 +56,8 @@ const mgmtMaxWaiting = 4 * mgmtMaxLinkCredit
 
 // mgmtPair is a management link pair, by link name. Guarded by conn.mu.
 type mgmtPair struct {
-	clientAddr      string // the sender's source address, the receiver's target address
-	in, out         uint32 // the halves' handles
-	hasIn, hasOut   bool
-	inLink, outLink *mgmtLink
+	clientAddr string    // the sender's source address, the receiver's target address
+	in, out    *mgmtLink // the halves, nil until attached
 }
 
 // mgmtLink is one half of a pair. Guarded by conn.mu.
@@ -120,7 +118,7 @@ func (s *session) attachMgmt(a *frame.Attach) *amqpError {
 	switch {
 	case p == nil:
 		p = &mgmtPair{clientAddr: clientAddr}
-	case p.clientAddr == clientAddr && (sender && !p.hasIn && p.hasOut || !sender && p.hasIn && !p.hasOut):
+	case p.clientAddr == clientAddr && (sender && p.in == nil && p.out != nil || !sender && p.in != nil && p.out == nil):
 	default:
 		return &amqpError{cond: frame.CondPreconditionFailed, desc: fmt.Sprintf("received invalid attach for management link pair '%s'", a.Name)}
 	}
@@ -128,7 +126,7 @@ func (s *session) attachMgmt(a *frame.Attach) *amqpError {
 	s.mgmtPairs[a.Name] = p
 	if sender {
 		l.deliveryCount, l.credit = a.InitialDeliveryCount, mgmtMaxLinkCredit
-		p.in, p.hasIn, p.inLink = a.Handle, true, l
+		p.in = l
 		s.mgmtIn[a.Handle] = l
 		c.send(s.channel, &frame.Attach{
 			Name:           a.Name,
@@ -144,7 +142,7 @@ func (s *session) attachMgmt(a *frame.Attach) *amqpError {
 		s.mgmtFlowLocked(l)
 		return nil
 	}
-	p.out, p.hasOut, p.outLink = a.Handle, true, l
+	p.out = l
 	s.mgmtOut[a.Handle] = l
 	c.send(s.channel, &frame.Attach{
 		Name:                    a.Name,
@@ -234,11 +232,11 @@ func (s *session) detachMgmtLocked(handle uint32) bool {
 	}
 	if p := s.mgmtPairs[l.name]; p != nil {
 		if in {
-			p.hasIn, p.inLink = false, nil
+			p.in = nil
 		} else {
-			p.hasOut, p.outLink = false, nil
+			p.out = nil
 		}
-		if !p.hasIn && !p.hasOut {
+		if p.in == nil && p.out == nil {
 			delete(s.mgmtPairs, l.name)
 		}
 	}
@@ -263,10 +261,10 @@ func (s *session) mgmtTransfer(in *mgmtLink, t *frame.Transfer, payload []byte) 
 	switch {
 	case in.credit == 0:
 		e = &amqpError{cond: frame.CondTransferLimitExceeded, desc: fmt.Sprintf("insufficient credit (%d) for management link from client to RabbitMQ", in.credit)}
-	case p == nil || !p.hasOut:
+	case p == nil || p.out == nil:
 		e = &amqpError{cond: frame.CondPreconditionFailed, desc: "received transfer on half open management link pair"}
-	case p.outLink.credit == 0 && (p.outLink.flowed && len(p.outLink.waiting) == 0 || len(p.outLink.waiting) >= mgmtMaxWaiting):
-		e = &amqpError{cond: frame.CondPreconditionFailed, desc: fmt.Sprintf("insufficient credit (%d) for management link from RabbitMQ to client", p.outLink.credit)}
+	case p.out.credit == 0 && (p.out.flowed && len(p.out.waiting) == 0 || len(p.out.waiting) >= mgmtMaxWaiting):
+		e = &amqpError{cond: frame.CondPreconditionFailed, desc: fmt.Sprintf("insufficient credit (%d) for management link from RabbitMQ to client", p.out.credit)}
 	}
 	c.mu.Unlock()
 	if e != nil {
@@ -289,7 +287,7 @@ func (s *session) mgmtTransfer(in *mgmtLink, t *frame.Transfer, payload []byte) 
 		in.credit = mgmtMaxLinkCredit
 		s.mgmtFlowLocked(in)
 	}
-	out := p.outLink
+	out := p.out
 	if out == nil || s.mgmtOut[out.handle] != out {
 		c.mu.Unlock()
 		return nil // the receiver went while the request was served
