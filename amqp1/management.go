@@ -40,8 +40,10 @@ import (
 // whose properties are not as above, or an operation (method, path and
 // body shape) that is none of RabbitMQ's (amqp:internal-error); a
 // missing permission (amqp:unauthorized-access, with the 0-9-1 text); a
-// request while the client's receiver has no credit
-// (amqp:precondition-failed) or while the receiver half is not attached.
+// request while the client's receiver has used up or drained its credit,
+// or while the receiver half is not attached (amqp:precondition-failed).
+// A request that overtakes the receiver's first flow is answered when it
+// comes (mgmtLink.waiting).
 
 // mgmtAddress is the management node's address.
 const mgmtAddress = "/management"

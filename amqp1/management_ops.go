@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/warren-mq/warren/amqp/wire"
 	"github.com/warren-mq/warren/internal/amqp10"
@@ -175,8 +176,10 @@ func fieldTypeName(v any) string {
 		return "table"
 	case nil:
 		return "void"
+	case time.Time:
+		return "timestamp"
 	}
-	return "timestamp"
+	return fmt.Sprintf("%T", v)
 }
 
 // decodeArgs converts a request's arguments (a map with string or
@@ -777,11 +780,11 @@ func erlTerm(v any) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case string:
-		return `{utf8,<<"` + x + `">>}`
+		return "{utf8," + erlBinary(x) + "}"
 	case amqp10.Symbol:
-		return `{symbol,<<"` + string(x) + `">>}`
+		return "{symbol," + erlBinary(string(x)) + "}"
 	case []byte:
-		return `{binary,<<"` + string(x) + `">>}`
+		return "{binary," + erlBinary(string(x)) + "}"
 	case uint64:
 		return fmt.Sprintf("{ulong,%d}", x)
 	case int64:
@@ -800,11 +803,22 @@ func erlTerm(v any) string {
 	return fmt.Sprintf("%v", v)
 }
 
+// erlBinary renders a binary as ~tp does: <<"ab">>, and <<"🥳"/utf8>>
+// when it is not ASCII.
+func erlBinary(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return `<<"` + s + `"/utf8>>`
+		}
+	}
+	return `<<"` + s + `">>`
+}
+
 // erlQueryMap renders a dissected query as Erlang's ~tp renders its map.
 func erlQueryMap(q map[string]string) string {
 	parts := make([]string, 0, len(q))
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		parts = append(parts, `<<"`+k+`">> => <<"`+q[k]+`">>`)
+		parts = append(parts, erlBinary(k)+" => "+erlBinary(q[k]))
 	}
 	return "#{" + strings.Join(parts, ",") + "}"
 }
