@@ -292,6 +292,19 @@ func TestManagementExclusiveQueue(t *testing.T) {
 	m2.expect("PUT", qpath("mine"), map[string]any{"exclusive": true}, "400", locked)
 	m2.expect("GET", qpath("mine"), nil, "200")
 	m1.expect("POST", "/bindings", map[string]any{"source": "amq.direct", "destination_queue": "mine", "binding_key": "k", "arguments": map[string]any{}}, "204")
+	// Its connection consumes from it over AMQP 1.0; another cannot.
+	s1, err := c1.NewSession(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.NewReceiver(ctxT(t), "/queues/mine", nil); err != nil {
+		t.Fatalf("the owner's consumer: %v", err)
+	}
+	_, s2 := tb.dial(t, nil)
+	var ae *goamqp.Error
+	if _, err := s2.NewReceiver(ctxT(t), "/queues/mine", nil); !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondResourceLocked {
+		t.Fatalf("another connection's consumer: %v, want resource-locked", err)
+	}
 
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
