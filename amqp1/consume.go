@@ -54,6 +54,7 @@ type outDelivery struct {
 	settler queues.Settler
 	id      uint64 // the queue's
 	payload []byte
+	mgmt    *mgmtLink // instead of link: a management response, sent settled (management.go)
 }
 
 // attachOut attaches a client's receiver.
@@ -339,11 +340,16 @@ func (s *session) sendPendingLocked() []*outDelivery {
 		}
 		id := s.nextDeliveryID
 		t := &frame.Transfer{
-			Handle:     l.handle,
 			DeliveryID: id, HasDeliveryID: true,
 			DeliveryTag:   deliveryTag(id),
 			MessageFormat: 0, HasMessageFormat: true,
-			Settled: l.noAck,
+		}
+		if od.mgmt != nil {
+			// A management response: its link's count and credit were
+			// taken when it was queued.
+			t.Handle, t.Settled = od.mgmt.handle, true
+		} else {
+			t.Handle, t.Settled = l.handle, l.noAck
 		}
 		var frames uint32
 		var err error
@@ -358,6 +364,9 @@ func (s *session) sendPendingLocked() []*outDelivery {
 		}
 		s.nextDeliveryID++
 		s.nextOutgoingID += frames
+		if od.mgmt != nil {
+			continue
+		}
 		l.pending--
 		l.deliveryCount++
 		if l.credit > 0 {

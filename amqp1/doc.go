@@ -31,5 +31,13 @@
 // publish.go, consuming (its receivers) in consume.go, direct reply-to
 // (RabbitMQ 4.2's volatile queues, shared with AMQP 0-9-1 through
 // queues.ReplyRegistry) in reply_to.go, sessions and their flow control
-// in session.go.
+// in session.go. The management node at /management ("HTTP over AMQP
+// 1.0": declaring and deleting queues, exchanges and bindings over a
+// link pair, as RabbitMQ 4.x's rabbit_amqp_management) is in
+// management.go, its operations in management_ops.go:
+//
+//	client sender (settled, paired)   → transfer: to "/queues/q", subject "PUT",
+//	                                    message-id 1, reply-to "$me", amqp-value {durable: true}
+//	client receiver (paired)          ← transfer: subject "201", correlation-id 1,
+//	                                    http:response "1.1", amqp-value {name: "q", type: "classic", ...}
 package amqp1

@@ -74,6 +74,17 @@ func (s *session) infoLocked() queues.SessionInfo {
 		IncomingLinks:        []queues.IncomingLinkInfo{},
 		OutgoingLinks:        []queues.OutgoingLinkInfo{},
 	}
+	// The management node's links, as RabbitMQ lists them.
+	for _, l := range s.mgmtIn {
+		si.IncomingLinks = append(si.IncomingLinks, queues.IncomingLinkInfo{Handle: l.handle, LinkName: l.name,
+			SndSettleMode: "settled", TargetAddress: mgmtAddress, MaxMessageSize: s.c.cfg.MaxMessageSize,
+			DeliveryCount: l.deliveryCount, Credit: l.credit})
+	}
+	for _, l := range s.mgmtOut {
+		si.OutgoingLinks = append(si.OutgoingLinks, queues.OutgoingLinkInfo{Handle: l.handle, LinkName: l.name,
+			SourceAddress: mgmtAddress, SendSettled: true, Filter: []map[string]any{},
+			DeliveryCount: l.deliveryCount, Credit: l.credit})
+	}
 	for _, l := range s.in {
 		si.IncomingLinks = append(si.IncomingLinks, queues.IncomingLinkInfo{
 			Handle:              l.handle,

@@ -149,8 +149,12 @@ func (s *session) transfer(t *frame.Transfer, payload []byte) error {
 	l := s.in[t.Handle]
 	isOut := s.outs[t.Handle] != nil
 	gone := s.gone[t.Handle]
+	mgmt := s.mgmtIn[t.Handle]
 	c.mu.Unlock()
 	if l == nil {
+		if mgmt != nil {
+			return s.mgmtTransfer(mgmt, t, payload)
+		}
 		if isOut || gone {
 			return nil
 		}

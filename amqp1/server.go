@@ -3,6 +3,8 @@ package amqp1
 import (
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/warren-mq/warren/internal/amqp10/frame"
@@ -73,6 +75,10 @@ type Config struct {
 	// connection_max; zero means no limit, a negative value refuses every
 	// connection.
 	ConnectionMax int
+	// Node is the node name the management node reports as a queue's
+	// leader and replicas; zero means package amqp's default,
+	// "warren@" and the short host name.
+	Node string
 }
 
 func (c Config) withDefaults() Config {
@@ -100,6 +106,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultVHost == "" {
 		c.DefaultVHost = "/"
+	}
+	if c.Node == "" {
+		// As amqp.DefaultNode (the front ends do not import each other).
+		host, _ := os.Hostname()
+		host, _, _ = strings.Cut(host, ".")
+		c.Node = "warren@" + host
 	}
 	return c
 }

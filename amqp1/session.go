@@ -41,6 +41,12 @@ type session struct {
 	unsettled map[uint32]*outDelivery
 	pending   []*outDelivery // waiting for the client's incoming window
 	ended     bool
+
+	// Management link pairs (management.go): by link name, and their
+	// halves by handle.
+	mgmtPairs map[string]*mgmtPair
+	mgmtIn    map[uint32]*mgmtLink // the client's senders to /management
+	mgmtOut   map[uint32]*mgmtLink // the client's receivers from /management
 }
 
 // begin answers a begin: a new session on channel.
@@ -65,6 +71,9 @@ func (c *conn) begin(channel uint16, b *frame.Begin) error {
 		in:                 map[uint32]*inLink{},
 		outs:               map[uint32]*outLink{},
 		unsettled:          map[uint32]*outDelivery{},
+		mgmtPairs:          map[string]*mgmtPair{},
+		mgmtIn:             map[uint32]*mgmtLink{},
+		mgmtOut:            map[uint32]*mgmtLink{},
 	}
 	if c.broker.Alarms().Active() != 0 {
 		s.incomingWindow, s.alarmed = 0, true
@@ -121,6 +130,7 @@ func (s *session) end(e *amqpError) {
 	pending := s.pending
 	s.outs, s.unsettled, s.pending = map[uint32]*outLink{}, map[uint32]*outDelivery{}, nil
 	s.in = map[uint32]*inLink{}
+	s.mgmtPairs, s.mgmtIn, s.mgmtOut = map[string]*mgmtPair{}, map[uint32]*mgmtLink{}, map[uint32]*mgmtLink{}
 	closed := c.mu.closed
 	c.mu.Unlock()
 	for _, l := range outs {
@@ -156,7 +166,7 @@ func requeue(unsettled map[uint32]*outDelivery, pending []*outDelivery) {
 		d.settler.Requeue(d.id)
 	}
 	for _, d := range pending {
-		if !d.link.noAck {
+		if d.mgmt == nil && !d.link.noAck {
 			d.settler.Requeue(d.id)
 		}
 	}
@@ -212,6 +222,16 @@ func (s *session) flow(f *frame.Flow) error {
 		c.mu.Unlock()
 		return nil
 	}
+	if l, out := s.mgmtOut[f.Handle]; out || s.mgmtIn[f.Handle] != nil {
+		if !out {
+			l = s.mgmtIn[f.Handle]
+		}
+		s.mgmtLinkFlowLocked(l, out, f)
+		acks := s.sendPendingLocked()
+		c.mu.Unlock()
+		ackAll(acks)
+		return nil
+	}
 	c.mu.Unlock()
 	s.end(&amqpError{cond: frame.CondUnattachedHandle, desc: fmt.Sprintf("Unattached handle: %d", f.Handle)})
 	return nil
@@ -256,8 +276,10 @@ func (s *session) attach(a *frame.Attach) error {
 	_, inUse := s.in[a.Handle]
 	_, outUse := s.outs[a.Handle]
 	inUse = inUse || s.gone[a.Handle]
+	_, mgmtInUse := s.mgmtIn[a.Handle]
+	_, mgmtOutUse := s.mgmtOut[a.Handle]
 	c.mu.Unlock()
-	if inUse || outUse {
+	if inUse || outUse || mgmtInUse || mgmtOutUse {
 		s.end(&amqpError{cond: frame.CondHandleInUse, desc: fmt.Sprintf("Handle %d in use", a.Handle)})
 		return nil
 	}
@@ -265,7 +287,9 @@ func (s *session) attach(a *frame.Attach) error {
 		return &amqpError{cond: frame.CondFramingError, desc: fmt.Sprintf("link handle %d exceeds maximum link handle %d", a.Handle, s.handleMax)}
 	}
 	var err *amqpError
-	if a.Role == frame.RoleSender {
+	if isMgmtAttach(a) {
+		err = s.attachMgmt(a)
+	} else if a.Role == frame.RoleSender {
 		err = s.attachIn(a)
 	} else {
 		err = s.attachOut(a)
@@ -318,13 +342,14 @@ func (s *session) detach(d *frame.Detach) {
 	_, wasIn := s.in[d.Handle]
 	delete(s.in, d.Handle)
 	delete(s.gone, d.Handle)
+	wasMgmt := s.detachMgmtLocked(d.Handle)
 	ended := s.ended
 	c.mu.Unlock()
 	if l != nil {
 		l.stop()
 		requeue(unsettled, pending)
 	}
-	if !ended && (l != nil || wasIn) {
+	if !ended && (l != nil || wasIn || wasMgmt) {
 		c.send(s.channel, &frame.Detach{Handle: d.Handle, Closed: d.Closed})
 	}
 }

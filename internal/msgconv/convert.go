@@ -804,3 +804,13 @@ func to091(v any, depth int) (any, bool) {
 	}
 	return nil, false
 }
+
+// ValueTo091 converts an AMQP 1.0 value to a field-table value as
+// mc_amqpl:to_091 does (the arguments of a management request); ok is
+// false for a value it has no clause for.
+func ValueTo091(v any) (any, bool) { return to091(v, 0) }
+
+// AppendValueFrom091 appends the AMQP 1.0 value mc_amqpl:from_091 makes
+// of a field-table value (the arguments of a management response); ok
+// is false for one it cannot convert (a decimal).
+func AppendValueFrom091(dst []byte, v any) ([]byte, bool) { return appendFrom091(dst, v, 0) }

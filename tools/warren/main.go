@@ -244,6 +244,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 				MaxFrameSize: cfg.AMQPFrameMax, Heartbeat: int(cfg.AMQPHeartbeat),
 				DefaultVHost:  cfg.Bootstrap.VHost, // default_vhost, as RabbitMQ's 1.0 reader
 				ConnectionMax: cfg.ConnectionMax,
+				Node:          node, // the management node's leader and replicas, as the API's
 			}).Handoff,
 		})
 		for range lns {
