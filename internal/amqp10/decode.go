@@ -386,3 +386,38 @@ func (d *decoder) array(count, depth int) Array {
 	}
 	return out
 }
+
+// skip passes over one value without decoding it: its constructor and
+// size are checked, what a compound holds is not.
+func (d *decoder) skip(depth int) {
+	code := d.u8()
+	if d.err != nil {
+		return
+	}
+	if depth > MaxDepth {
+		d.failf("nesting deeper than %d", MaxDepth)
+		return
+	}
+	switch code {
+	case codeDescribed:
+		d.skip(depth + 1)
+		d.skip(depth + 1)
+	case codeNull, codeTrue, codeFalse, codeUint0, codeUlong0, codeList0:
+	case codeUbyte, codeByte, codeSmallUint, codeSmallUlong, codeSmallInt, codeSmallLong, codeBool:
+		d.take(1)
+	case codeUshort, codeShort:
+		d.take(2)
+	case codeUint, codeInt, codeFloat, codeChar, codeDecimal32:
+		d.take(4)
+	case codeUlong, codeLong, codeDouble, codeTimestamp, codeDecimal64:
+		d.take(8)
+	case codeDecimal128, codeUUID:
+		d.take(16)
+	case codeVbin8, codeStr8, codeSym8, codeList8, codeMap8, codeArray8:
+		d.take(int(d.u8()))
+	case codeVbin32, codeStr32, codeSym32, codeList32, codeMap32, codeArray32:
+		d.take(d.size32())
+	default:
+		d.failf("unknown constructor 0x%02x", code)
+	}
+}
