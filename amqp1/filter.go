@@ -3,6 +3,7 @@ package amqp1
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -85,10 +86,12 @@ const (
 )
 
 // value is a reference value or a message's value, without its AMQP
-// type.
+// type. A reference's bytes are in s, a message's in raw (aliasing the
+// record, so that matching allocates nothing).
 type value struct {
 	kind valKind
 	s    string
+	raw  []byte
 	i    int64
 	u    uint64
 	f    float64
@@ -104,11 +107,11 @@ func (r value) matches(v value) bool {
 	case valNull:
 		return true
 	case valPrefix:
-		return v.kind == valBytes && strings.HasPrefix(v.s, r.s)
+		return v.kind == valBytes && len(v.raw) >= len(r.s) && string(v.raw[:len(r.s)]) == r.s
 	case valSuffix:
-		return v.kind == valBytes && strings.HasSuffix(v.s, r.s)
+		return v.kind == valBytes && len(v.raw) >= len(r.s) && string(v.raw[len(v.raw)-len(r.s):]) == r.s
 	case valBytes:
-		return v.kind == valBytes && v.s == r.s
+		return v.kind == valBytes && string(v.raw) == r.s
 	case valBool:
 		return v.kind == valBool && v.b == r.b
 	case valInt, valBigUint, valFloat:
@@ -193,6 +196,27 @@ func simple(v any) value {
 		return value{kind: valFloat, f: x}
 	}
 	return value{kind: valAbsent}
+}
+
+// msgValue is simple for a message's decoded value: bytes in raw.
+func msgValue(v any) value {
+	x := simple(v)
+	if x.kind == valBytes {
+		x.raw, x.s = []byte(x.s), ""
+	}
+	return x
+}
+
+// rawValue is a message's value from its encoding, bytes aliasing it.
+func rawValue(item []byte) value {
+	if b, ok := amqp10.BytesOf(item); ok {
+		return value{kind: valBytes, raw: b}
+	}
+	v, _, err := amqp10.Decode(item)
+	if err != nil {
+		return value{kind: valAbsent}
+	}
+	return simple(v)
 }
 
 // stringRef parses a string reference value's modifier prefix
@@ -354,44 +378,46 @@ func parseAppProps(m amqp10.Map) ([]appExpr, bool) {
 	return out, true
 }
 
-// propValue is a message's property field, valAbsent when not set.
+// propValue is a message's decoded property field, valAbsent when not
+// set.
 func propValue(p *amqp10.Properties, f amqp10.PropField) value {
 	if p == nil || p.Set&f == 0 {
 		return value{kind: valAbsent}
 	}
 	switch f {
 	case amqp10.PropMessageID:
-		return simple(p.MessageID)
+		return msgValue(p.MessageID)
 	case amqp10.PropUserID:
-		return value{kind: valBytes, s: string(p.UserID)}
+		return msgValue(p.UserID)
 	case amqp10.PropTo:
-		return value{kind: valBytes, s: p.To}
+		return msgValue(p.To)
 	case amqp10.PropSubject:
-		return value{kind: valBytes, s: p.Subject}
+		return msgValue(p.Subject)
 	case amqp10.PropReplyTo:
-		return value{kind: valBytes, s: p.ReplyTo}
+		return msgValue(p.ReplyTo)
 	case amqp10.PropCorrelationID:
-		return simple(p.CorrelationID)
+		return msgValue(p.CorrelationID)
 	case amqp10.PropContentType:
-		return value{kind: valBytes, s: p.ContentType}
+		return msgValue(amqp10.Symbol(p.ContentType))
 	case amqp10.PropContentEncoding:
-		return value{kind: valBytes, s: p.ContentEncoding}
+		return msgValue(amqp10.Symbol(p.ContentEncoding))
 	case amqp10.PropAbsoluteExpiryTime:
-		return value{kind: valInt, i: int64(p.AbsoluteExpiryTime)}
+		return msgValue(p.AbsoluteExpiryTime)
 	case amqp10.PropCreationTime:
-		return value{kind: valInt, i: int64(p.CreationTime)}
+		return msgValue(p.CreationTime)
 	case amqp10.PropGroupID:
-		return value{kind: valBytes, s: p.GroupID}
+		return msgValue(p.GroupID)
 	case amqp10.PropGroupSequence:
-		return value{kind: valInt, i: int64(p.GroupSequence)}
+		return msgValue(p.GroupSequence)
 	case amqp10.PropReplyToGroupID:
-		return value{kind: valBytes, s: p.ReplyToGroupID}
+		return msgValue(p.ReplyToGroupID)
 	}
 	return value{kind: valAbsent}
 }
 
-// matchMessage reports whether the message's properties and application
-// properties pass the filter.
+// matchMessage reports whether a decoded message's properties and
+// application properties pass the filter: the reference for match,
+// which reads the encoding.
 func (f *propertyFilter) matchMessage(p *amqp10.Properties, app amqp10.Map) bool {
 	for _, e := range f.props {
 		if !e.ref.matches(propValue(p, e.field)) {
@@ -400,7 +426,7 @@ func (f *propertyFilter) matchMessage(p *amqp10.Properties, app amqp10.Map) bool
 	}
 	for _, e := range f.app {
 		v, ok := app.String(e.key)
-		if !ok || !e.ref.matches(simple(v)) {
+		if !ok || !e.ref.matches(msgValue(v)) {
 			return false
 		}
 	}
@@ -408,13 +434,74 @@ func (f *propertyFilter) matchMessage(p *amqp10.Properties, app amqp10.Map) bool
 }
 
 // match reports whether a stream record (an AMQP 1.0 message) passes
-// the filter; a record whose sections do not decode passes none.
+// the filter; a record whose sections do not decode passes none. It
+// reads only the fields the filter names, from their encoding, and
+// allocates nothing for strings and binaries.
 func (f *propertyFilter) match(record []byte) bool {
-	p, app, err := amqp10.ReadProperties(record)
+	props, app, err := amqp10.RawSections(record)
 	if err != nil {
 		return false
 	}
-	return f.matchMessage(p, app)
+	if len(f.props) > 0 {
+		// A property's index in the list is its PropField bit.
+		var fields [13][]byte
+		i := 0
+		if props == nil || amqp10.Items(props, func(item []byte) bool {
+			if i < len(fields) {
+				fields[i] = item
+			}
+			i++
+			return i < len(fields)
+		}) != nil {
+			return false
+		}
+		for _, e := range f.props {
+			item := fields[bits.TrailingZeros16(uint16(e.field))]
+			v := value{kind: valAbsent}
+			if item != nil {
+				v = rawValue(item)
+				if v.kind == valNull {
+					v.kind = valAbsent // a null field is an absent one
+				}
+			}
+			if !e.ref.matches(v) {
+				return false
+			}
+		}
+	}
+	if len(f.app) > 0 {
+		if app == nil {
+			return false
+		}
+		// The first entry of a key counts; one match per filter key.
+		var found, matched uint32
+		var key []byte
+		isKey := true
+		err := amqp10.Items(app, func(item []byte) bool {
+			if isKey {
+				isKey = false
+				key, _ = amqp10.StringBytes(item)
+				return true
+			}
+			isKey = true
+			if key == nil {
+				return true
+			}
+			for j, e := range f.app {
+				if found&(1<<j) == 0 && string(key) == e.key {
+					found |= 1 << j
+					if e.ref.matches(rawValue(item)) {
+						matched |= 1 << j
+					}
+				}
+			}
+			return true
+		})
+		if err != nil || matched != 1<<len(f.app)-1 {
+			return false
+		}
+	}
+	return true
 }
 
 // sourceFilters is what a stream source's filter-set asks for.

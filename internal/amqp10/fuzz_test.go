@@ -106,5 +106,29 @@ func FuzzReadProperties(f *testing.F) {
 		if !reflect.DeepEqual(props, m.Properties) || !reflect.DeepEqual(app, m.ApplicationProperties) {
 			t.Fatalf("ReadProperties: %+v %v, UnmarshalBinary: %+v %v", props, app, m.Properties, m.ApplicationProperties)
 		}
+		// RawSections and Items walk the same entries.
+		_, rawApp, err := RawSections(b)
+		if err != nil {
+			t.Fatalf("RawSections: %v on a message UnmarshalBinary accepts", err)
+		}
+		var items []any
+		if err := Items(rawApp, func(item []byte) bool {
+			v, n, err := Decode(item)
+			if err != nil || n != len(item) {
+				t.Fatalf("item % x: %v", item, err)
+			}
+			items = append(items, v)
+			return true
+		}); err != nil {
+			t.Fatalf("Items: %v", err)
+		}
+		if len(items) != 2*len(app) {
+			t.Fatalf("Items: %d items, want %d", len(items), 2*len(app))
+		}
+		for i, e := range app {
+			if !reflect.DeepEqual(items[2*i], e.Key) || !reflect.DeepEqual(items[2*i+1], e.Value) {
+				t.Fatalf("Items: entry %d is %v=%v, want %v=%v", i, items[2*i], items[2*i+1], e.Key, e.Value)
+			}
+		}
 	})
 }

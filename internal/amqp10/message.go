@@ -574,3 +574,40 @@ func ReadProperties(b []byte) (*Properties, Map, error) {
 	}
 	return props, app, nil
 }
+
+// RawSections returns the encoded values of the properties and
+// application-properties sections of the encoded message b (nil when
+// absent), aliasing b, for Items to walk without decoding what is not
+// wanted. Other sections are checked only as far as their size.
+func RawSections(b []byte) (props, app []byte, err error) {
+	d := decoder{b: b} // skipping charges no budget
+	for d.left() > 0 && d.err == nil {
+		at := d.off
+		if d.u8() != codeDescribed {
+			d.off = at
+			d.failf("section is not a described value")
+			break
+		}
+		code, ok := d.sectionDescriptor()
+		if d.err != nil {
+			break
+		}
+		if !ok {
+			d.off = at
+			d.failf("unknown section descriptor")
+			break
+		}
+		start := d.off
+		d.skip(2)
+		switch code {
+		case DescProperties:
+			props = d.b[start:d.off]
+		case DescApplicationProperties:
+			app = d.b[start:d.off]
+		}
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return props, app, nil
+}
