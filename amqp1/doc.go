@@ -28,6 +28,11 @@
 // amqp:invalid-field for an address that is not RabbitMQ's v2 format).
 //
 // Addresses are in address.go, publishing (the client's senders) in
-// publish.go, consuming (its receivers) in consume.go, sessions and their
-// flow control in session.go.
+// publish.go, consuming (its receivers) in consume.go, the filters of a
+// stream source (rabbitmq:stream-offset-spec, the Bloom filter's
+// rabbitmq:stream-filter and rabbitmq:stream-match-unfiltered, the
+// property filter expressions amqp:properties-filter and
+// amqp:application-properties-filter, matched per record before the
+// record takes link credit) in filter.go, sessions and their flow
+// control in session.go.
 package amqp1
