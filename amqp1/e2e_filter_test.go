@@ -462,3 +462,51 @@ func TestFiltersOnClassicQueue(t *testing.T) {
 		rcv.AcceptMessage(ctxT(t), m)
 	}
 }
+
+// Ensure the properties filter reads what AMQP 0-9-1 publishers set, as
+// the conversion stores it: message-id as a string, content-type as a
+// symbol, and a live receiver gets matching messages published after it
+// attached.
+func TestPropertyFilterOn091Messages(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "s", amqp091.Table{"x-queue-type": "stream"})
+	_, s := tb.dial(t, nil)
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/s", &goamqp.ReceiverOptions{Credit: 1, Filters: []goamqp.LinkFilter{
+		offsetLink("next"),
+		propsFilterLink(map[goamqp.Symbol]any{"message-id": "&p:a-", "content-type": goamqp.Symbol("text/plain")}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := rcv.LinkSourceFilterValue(propertiesFilterName); v == nil {
+		t.Fatal("attach reply without the properties filter")
+	}
+	for i, p := range []amqp091.Publishing{
+		{MessageId: "a-0", ContentType: "text/plain"},
+		{MessageId: "b-1", ContentType: "text/plain"},
+		{MessageId: "a-2", ContentType: "application/json"},
+		{MessageId: "a-3", ContentType: "text/plain"},
+		{ContentType: "text/plain"},
+	} {
+		p.Body = fmt.Appendf(nil, "m%d", i)
+		if err := ch.Publish("", "s", false, false, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"m0", "m3"} {
+		m, err := rcv.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.GetData()) != want {
+			t.Fatalf("got %q, want %q", m.GetData(), want)
+		}
+		rcv.AcceptMessage(ctxT(t), m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if m, err := rcv.Receive(ctx, nil); err == nil {
+		t.Errorf("one more message: %q", m.GetData())
+	}
+}
