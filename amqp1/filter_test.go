@@ -280,3 +280,70 @@ func FuzzPropertiesFilter(f *testing.F) {
 		parseSourceFilters(amqp10.Map{{Key: amqp10.Symbol("f"), Value: v}})
 	})
 }
+
+// The decoded match: the reference the encoded scan (propertyFilter.match)
+// is tested against.
+
+// msgValue is simple for a message's decoded value: bytes in raw.
+func msgValue(v any) value {
+	x := simple(v)
+	if x.kind == valBytes {
+		x.raw, x.s = []byte(x.s), ""
+	}
+	return x
+}
+
+// propValue is a message's decoded property field, valAbsent when not
+// set.
+func propValue(p *amqp10.Properties, f amqp10.PropField) value {
+	if p == nil || p.Set&f == 0 {
+		return value{kind: valAbsent}
+	}
+	switch f {
+	case amqp10.PropMessageID:
+		return msgValue(p.MessageID)
+	case amqp10.PropUserID:
+		return msgValue(p.UserID)
+	case amqp10.PropTo:
+		return msgValue(p.To)
+	case amqp10.PropSubject:
+		return msgValue(p.Subject)
+	case amqp10.PropReplyTo:
+		return msgValue(p.ReplyTo)
+	case amqp10.PropCorrelationID:
+		return msgValue(p.CorrelationID)
+	case amqp10.PropContentType:
+		return msgValue(amqp10.Symbol(p.ContentType))
+	case amqp10.PropContentEncoding:
+		return msgValue(amqp10.Symbol(p.ContentEncoding))
+	case amqp10.PropAbsoluteExpiryTime:
+		return msgValue(p.AbsoluteExpiryTime)
+	case amqp10.PropCreationTime:
+		return msgValue(p.CreationTime)
+	case amqp10.PropGroupID:
+		return msgValue(p.GroupID)
+	case amqp10.PropGroupSequence:
+		return msgValue(p.GroupSequence)
+	case amqp10.PropReplyToGroupID:
+		return msgValue(p.ReplyToGroupID)
+	}
+	return value{kind: valAbsent}
+}
+
+// matchMessage reports whether a decoded message's properties and
+// application properties pass the filter: the reference for match,
+// which reads the encoding.
+func (f *propertyFilter) matchMessage(p *amqp10.Properties, app amqp10.Map) bool {
+	for _, e := range f.props {
+		if !e.ref.matches(propValue(p, e.field)) {
+			return false
+		}
+	}
+	for _, e := range f.app {
+		v, ok := app.String(e.key)
+		if !ok || !e.ref.matches(msgValue(v)) {
+			return false
+		}
+	}
+	return true
+}

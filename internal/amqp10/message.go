@@ -521,9 +521,10 @@ func propertiesOf(v any) (*Properties, string) {
 
 // ReadProperties decodes only the properties and application-properties
 // sections of the encoded message b (nil when absent), passing over the
-// others without decoding them: what a filter on a message's properties
-// needs, at a fraction of UnmarshalBinary's cost. Binary values alias b.
-// A section it passes over is checked only as far as its size.
+// others without decoding them, at a fraction of UnmarshalBinary's cost.
+// Binary values alias b. A section it passes over is checked only as far
+// as its size. (A filter that reads a few fields does better still with
+// RawSections and Items, which decode nothing it does not ask for.)
 func ReadProperties(b []byte) (*Properties, Map, error) {
 	var budget int
 	d := newDecoder(b, &budget)
