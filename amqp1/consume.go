@@ -22,8 +22,11 @@ import (
 // Classic and quorum messages are converted to AMQP 1.0
 // (msgconv.AppendAMQP10); stream records go as stored with the
 // x-stream-offset annotation added. A stream source takes RabbitMQ's
-// rabbitmq:stream-offset-spec filter (first, last, next, an offset, a
-// timestamp).
+// filters (filter.go): rabbitmq:stream-offset-spec (first, last, next, an
+// offset, a timestamp), the Bloom filter's rabbitmq:stream-filter and
+// rabbitmq:stream-match-unfiltered, and the property filter expressions
+// amqp:properties-filter and amqp:application-properties-filter, which
+// select messages one by one before they take credit.
 
 // streamOffsetFilter is the filter key (and descriptor) of a stream
 // source's start.
@@ -87,26 +90,21 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	default:
 		l.qtype = queues.QTClassic
 	}
-	args := map[string]any{}
+	// A stream source takes the filters (filter.go), echoed as in place;
+	// other queues take none, and the reply's filter-set says so.
+	var sf sourceFilters
 	src := *a.Source
+	src.Filter = nil
 	if l.stream {
-		var filter amqp10.Map
-		for _, e := range a.Source.Filter {
-			k, _ := e.Key.(amqp10.Symbol)
-			d, ok := e.Value.(amqp10.Described)
-			if !ok || (k != streamOffsetFilter && d.Descriptor != amqp10.Symbol(streamOffsetFilter)) {
-				continue
-			}
-			v, ok := offsetArg(d.Value)
-			if !ok {
-				return &amqpError{cond: frame.CondInvalidField, desc: fmt.Sprintf("Attach refused: bad %s filter value %v", streamOffsetFilter, d.Value)}
-			}
-			args["x-stream-offset"] = v
-			filter = append(filter, e) // the filter in place, echoed
+		var aerr *amqpError
+		if sf, aerr = parseSourceFilters(a.Source.Filter); aerr != nil {
+			return aerr
 		}
-		src.Filter = filter
-	} else {
-		src.Filter = nil
+		src.Filter = sf.echo
+	}
+	var match func([]byte) bool
+	if sf.prop != nil {
+		match = sf.prop.match
 	}
 	l.filter = src.Filter
 	sub, err := c.broker.Consume(c.vhost, queue, queues.ConsumerOptions{
@@ -115,7 +113,8 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 		Owner:    c,
 		Sink:     l,
 		Credited: true,
-	}, args)
+		Match:    match,
+	}, sf.args)
 	if err != nil {
 		cond := frame.CondInternalError
 		if qe := queues.AsError(err); qe != nil {
@@ -143,6 +142,10 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	if l.noAck {
 		sndMode = frame.SndSettled
 	}
+	var caps []amqp10.Symbol
+	if l.stream {
+		caps = []amqp10.Symbol{capPropertyFilters} // as rabbit_stream_queue's amqp_capabilities
+	}
 	c.mu.Lock()
 	l.sub = cs
 	if s.ended {
@@ -162,6 +165,7 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 		InitialDeliveryCount:    0,
 		HasInitialDeliveryCount: true,
 		MaxMessageSize:          a.MaxMessageSize,
+		OfferedCapabilities:     caps,
 	})
 	c.mu.Unlock()
 	return nil

@@ -28,8 +28,13 @@
 // amqp:invalid-field for an address that is not RabbitMQ's v2 format).
 //
 // Addresses are in address.go, publishing (the client's senders) in
-// publish.go, consuming (its receivers) in consume.go, direct reply-to
-// (RabbitMQ 4.2's volatile queues, shared with AMQP 0-9-1 through
+// publish.go, consuming (its receivers) in consume.go, the filters of a
+// stream source (rabbitmq:stream-offset-spec, the Bloom filter's
+// rabbitmq:stream-filter and rabbitmq:stream-match-unfiltered, the
+// property filter expressions amqp:properties-filter and
+// amqp:application-properties-filter, matched per record before the
+// record takes link credit) in filter.go, direct reply-to (RabbitMQ
+// 4.2's volatile queues, shared with AMQP 0-9-1 through
 // queues.ReplyRegistry) in reply_to.go, sessions and their flow control
 // in session.go. The management node at /management ("HTTP over AMQP
 // 1.0": declaring and deleting queues, exchanges and bindings over a

@@ -21,7 +21,9 @@ import (
 // back; nothing is removed or redelivered. x-stream-filter selects chunks
 // by their Bloom filter only; as RabbitMQ does for AMQP consumers,
 // messages are not filtered one by one (applications check the filter
-// value themselves). Compressed sub-batches, which only stream protocol
+// value themselves). A consumer with ConsumerOptions.Match (an AMQP 1.0
+// receiver's property filter expressions) gets only the records it
+// accepts, and the others take no credit. Compressed sub-batches, which only stream protocol
 // clients can publish, are skipped, as RabbitMQ skips them.
 //
 // One goroutine per consumer reads the stream and hands the Sink one
@@ -45,7 +47,8 @@ type StreamConsumer struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine ends
 
-	credited bool // ConsumerOptions.Credited: settling gives no credit back
+	credited bool                     // ConsumerOptions.Credited: settling gives no credit back
+	match    func(record []byte) bool // ConsumerOptions.Match; nil: every record
 	credit   struct {
 		sync.Mutex
 		n int
@@ -145,7 +148,7 @@ func (b *Broker) consumeStream(vhost, name string, s *osiris.Stream, o ConsumerO
 	ctx, cancel := context.WithCancel(context.Background())
 	sc := &StreamConsumer{
 		tag: o.Tag, vhost: vhost, stream: name, sink: o.Sink, log: b.log, r: r, start: start,
-		cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
+		cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), match: o.Match,
 	}
 	sc.credit.n = o.Prefetch
 	if o.Credited {
@@ -330,6 +333,9 @@ func (sc *StreamConsumer) run(ctx context.Context) {
 		sc.scratch, err = segment.Walk(sc.data, sc.scratch, true, func(rec []byte, i uint64) bool {
 			if first+i < sc.start {
 				return true
+			}
+			if sc.match != nil && !sc.match(rec) {
+				return true // filtered out: no credit taken
 			}
 			if !sc.take(ctx) {
 				stopped = true

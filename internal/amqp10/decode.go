@@ -386,3 +386,132 @@ func (d *decoder) array(count, depth int) Array {
 	}
 	return out
 }
+
+// skip passes over one value without decoding it: its constructor and
+// size are checked, what a compound holds is not.
+func (d *decoder) skip(depth int) {
+	code := d.u8()
+	if d.err != nil {
+		return
+	}
+	if depth > MaxDepth {
+		d.failf("nesting deeper than %d", MaxDepth)
+		return
+	}
+	switch code {
+	case codeDescribed:
+		d.skip(depth + 1)
+		d.skip(depth + 1)
+	case codeNull, codeTrue, codeFalse, codeUint0, codeUlong0, codeList0:
+	case codeUbyte, codeByte, codeSmallUint, codeSmallUlong, codeSmallInt, codeSmallLong, codeBool:
+		d.take(1)
+	case codeUshort, codeShort:
+		d.take(2)
+	case codeUint, codeInt, codeFloat, codeChar, codeDecimal32:
+		d.take(4)
+	case codeUlong, codeLong, codeDouble, codeTimestamp, codeDecimal64:
+		d.take(8)
+	case codeDecimal128, codeUUID:
+		d.take(16)
+	case codeVbin8, codeStr8, codeSym8, codeList8, codeMap8, codeArray8:
+		d.take(int(d.u8()))
+	case codeVbin32, codeStr32, codeSym32, codeList32, codeMap32, codeArray32:
+		d.take(d.size32())
+	default:
+		d.failf("unknown constructor 0x%02x", code)
+	}
+}
+
+// Items calls fn with the encoding of each item of the encoded list or
+// map v, in order (a map's keys and values alternate), until fn returns
+// false; null, like an empty v (an absent section), is an empty list.
+// It decodes nothing: an item is checked only as far as its constructor
+// and size.
+func Items(v []byte, fn func(item []byte) bool) error {
+	if len(v) == 0 {
+		return nil
+	}
+	d := decoder{b: v} // skipping charges no budget
+	var count int
+	switch code := d.u8(); code {
+	case codeNull, codeList0:
+		return d.err
+	case codeList8, codeMap8:
+		s := d.sub(int(d.u8()))
+		d = s
+		count = int(d.u8())
+	case codeList32, codeMap32:
+		s := d.sub(d.size32())
+		d = s
+		count = int(d.u32())
+	default:
+		if d.err == nil {
+			d.failf("constructor 0x%02x is not a list or map", code)
+		}
+		return d.err
+	}
+	if d.err == nil && count > d.left() {
+		d.failf("%d items in %d bytes", count, d.left())
+	}
+	for i := 0; i < count && d.err == nil; i++ {
+		start := d.off
+		d.skip(2)
+		if d.err == nil && !fn(d.b[start:d.off]) {
+			break
+		}
+	}
+	return d.err
+}
+
+// StringBytes returns the UTF-8 bytes of an encoded string (str8 or
+// str32), aliasing item; false for any other value. It does not check
+// that they are UTF-8.
+func StringBytes(item []byte) ([]byte, bool) {
+	if len(item) == 0 || (item[0] != codeStr8 && item[0] != codeStr32) {
+		return nil, false
+	}
+	return BytesOf(item)
+}
+
+// BytesOf returns the bytes of an encoded string, symbol, binary or
+// uuid, aliasing item; false for any other value.
+func BytesOf(item []byte) ([]byte, bool) {
+	if len(item) == 0 {
+		return nil, false
+	}
+	d := decoder{b: item}
+	var p []byte
+	switch d.u8() {
+	case codeStr8, codeSym8, codeVbin8:
+		p = d.take(int(d.u8()))
+	case codeStr32, codeSym32, codeVbin32:
+		p = d.take(d.size32())
+	case codeUUID:
+		p = d.take(16)
+	default:
+		return nil, false
+	}
+	return p, d.err == nil
+}
+
+// sectionDescriptor reads a section's descriptor (after the described
+// constructor) without decoding it as a value: its code, false when it
+// is not a section's.
+func (d *decoder) sectionDescriptor() (uint64, bool) {
+	var c uint64
+	switch d.u8() {
+	case codeSmallUlong:
+		c = uint64(d.u8())
+	case codeUlong:
+		c = d.u64()
+	case codeSym8:
+		c, ok := sectionSymbols[string(d.take(int(d.u8())))]
+		return c, ok && d.err == nil
+	case codeSym32:
+		c, ok := sectionSymbols[string(d.take(d.size32()))]
+		return c, ok && d.err == nil
+	default:
+		return 0, false
+	}
+	return c, d.err == nil && c >= DescHeader && c <= DescFooter
+}

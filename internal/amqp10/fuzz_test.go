@@ -2,6 +2,7 @@ package amqp10
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
@@ -74,6 +75,60 @@ func FuzzDecode(f *testing.F) {
 		enc2, _ := AppendValue(nil, v2)
 		if !bytes.Equal(enc1, enc2) {
 			t.Fatalf("encoding is not stable:\n% x\n% x", enc1, enc2)
+		}
+	})
+}
+
+// FuzzReadProperties checks ReadProperties against UnmarshalBinary: on a
+// message UnmarshalBinary accepts, it finds the same properties and
+// application properties, and passing over a value takes the bytes that
+// decoding it takes.
+func FuzzReadProperties(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if v, n, err := Decode(b); err == nil {
+			_ = v
+			var budget int
+			d := newDecoder(b, &budget)
+			d.skip(1)
+			if d.err != nil || d.off != n {
+				t.Fatalf("skip took %d bytes (%v), decode %d", d.off, d.err, n)
+			}
+		}
+		var m Message
+		if err := m.UnmarshalBinary(b); err != nil {
+			return
+		}
+		props, app, err := ReadProperties(b)
+		if err != nil {
+			t.Fatalf("ReadProperties: %v on a message UnmarshalBinary accepts", err)
+		}
+		if !reflect.DeepEqual(props, m.Properties) || !reflect.DeepEqual(app, m.ApplicationProperties) {
+			t.Fatalf("ReadProperties: %+v %v, UnmarshalBinary: %+v %v", props, app, m.Properties, m.ApplicationProperties)
+		}
+		// RawSections and Items walk the same entries.
+		_, rawApp, err := RawSections(b)
+		if err != nil {
+			t.Fatalf("RawSections: %v on a message UnmarshalBinary accepts", err)
+		}
+		var items []any
+		if err := Items(rawApp, func(item []byte) bool {
+			v, n, err := Decode(item)
+			if err != nil || n != len(item) {
+				t.Fatalf("item % x: %v", item, err)
+			}
+			items = append(items, v)
+			return true
+		}); err != nil {
+			t.Fatalf("Items: %v", err)
+		}
+		if len(items) != 2*len(app) {
+			t.Fatalf("Items: %d items, want %d", len(items), 2*len(app))
+		}
+		for i, e := range app {
+			if !reflect.DeepEqual(items[2*i], e.Key) || !reflect.DeepEqual(items[2*i+1], e.Value) {
+				t.Fatalf("Items: entry %d is %v=%v, want %v=%v", i, items[2*i], items[2*i+1], e.Key, e.Value)
+			}
 		}
 	})
 }

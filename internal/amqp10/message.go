@@ -518,3 +518,97 @@ func propertiesOf(v any) (*Properties, string) {
 	}
 	return p, ""
 }
+
+// ReadProperties decodes only the properties and application-properties
+// sections of the encoded message b (nil when absent), passing over the
+// others without decoding them, at a fraction of UnmarshalBinary's cost.
+// Binary values alias b. A section it passes over is checked only as far
+// as its size. (A filter that reads a few fields does better still with
+// RawSections and Items, which decode nothing it does not ask for.)
+func ReadProperties(b []byte) (*Properties, Map, error) {
+	var budget int
+	d := newDecoder(b, &budget)
+	var props *Properties
+	var app Map
+	var seen uint16
+	for d.left() > 0 && d.err == nil {
+		at := d.off
+		if d.u8() != codeDescribed {
+			d.off = at
+			d.failf("section is not a described value")
+			break
+		}
+		code, ok := sectionCode(d.value(2))
+		if d.err != nil {
+			break
+		}
+		if !ok {
+			d.off = at
+			d.failf("unknown section descriptor")
+			break
+		}
+		if code != DescProperties && code != DescApplicationProperties {
+			d.skip(2)
+			continue
+		}
+		bit := uint16(1) << (code - DescHeader)
+		if seen&bit != 0 {
+			d.off = at
+			d.failf("repeated section 0x%02x", code)
+			break
+		}
+		seen |= bit
+		v := d.value(2)
+		if d.err != nil {
+			break
+		}
+		var m Message
+		m.section(&d, code, v, at)
+		if code == DescProperties {
+			props = m.Properties
+		} else {
+			app = m.ApplicationProperties
+		}
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return props, app, nil
+}
+
+// RawSections returns the encoded values of the properties and
+// application-properties sections of the encoded message b (nil when
+// absent), aliasing b, for Items to walk without decoding what is not
+// wanted. Other sections are checked only as far as their size.
+func RawSections(b []byte) (props, app []byte, err error) {
+	d := decoder{b: b} // skipping charges no budget
+	for d.left() > 0 && d.err == nil {
+		at := d.off
+		if d.u8() != codeDescribed {
+			d.off = at
+			d.failf("section is not a described value")
+			break
+		}
+		code, ok := d.sectionDescriptor()
+		if d.err != nil {
+			break
+		}
+		if !ok {
+			d.off = at
+			d.failf("unknown section descriptor")
+			break
+		}
+		start := d.off
+		d.skip(2)
+		switch code {
+		case DescProperties:
+			props = d.b[start:d.off]
+		case DescApplicationProperties:
+			app = d.b[start:d.off]
+		}
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return props, app, nil
+}

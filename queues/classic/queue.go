@@ -139,6 +139,13 @@ type ConsumerOptions struct {
 	// Channel are ignored. SetCredit and DrainCredit change it.
 	Credited bool
 	Credit   int
+	// Match, when set, selects a stream consumer's records one by one
+	// (after the chunk Bloom filter): a record it rejects is skipped
+	// without taking credit, as rabbit_stream_queue skips the messages
+	// an AMQP 1.0 receiver's filter expressions reject. It is called on
+	// the consumer's goroutine with the record (an AMQP 1.0 message),
+	// which it must not keep. Classic and quorum queues ignore it.
+	Match func(record []byte) bool
 }
 
 // NoQueueError is the 404 of a missing (or deleted) queue.
