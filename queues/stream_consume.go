@@ -141,7 +141,9 @@ func (b *Broker) consumeStream(vhost, name string, s *osiris.Stream, o ConsumerO
 	case o.Sink == nil:
 		return nil, Errorf(CodeInternalError, "consumer without a sink")
 	}
-	r, err := s.NewReader(spec, osiris.ReaderOptions{Filter: StreamFilter(args)})
+	// Read-ahead: a consumer reads every chunk's data, so a run of small
+	// chunks is one pread rather than two per chunk.
+	r, err := s.NewReader(spec, osiris.ReaderOptions{Filter: StreamFilter(args), ReadAhead: true})
 	if err != nil {
 		return nil, Errorf(CodePreconditionFailed, "failed consuming from stream %s: %v", res, err)
 	}
