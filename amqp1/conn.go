@@ -402,6 +402,11 @@ func (c *conn) open(o *frame.Open) error {
 		OfferedCapabilities: []amqp10.Symbol{"LINK_PAIR_V1_0", "ANONYMOUS-RELAY"},
 		Properties: amqp10.Map{
 			{Key: amqp10.Symbol("product"), Value: "Warren"},
+			// RabbitMQ's AMQP 1.0 clients turn features on by the
+			// server's version (property filters at 4.1, direct reply-to
+			// and SQL filters at 4.2): Warren says which RabbitMQ's
+			// AMQP 1.0 it implements, first, then its own version.
+			{Key: amqp10.Symbol("version"), Value: CompatVersion},
 			{Key: amqp10.Symbol("platform"), Value: "Go"},
 		},
 	}

@@ -19,8 +19,12 @@ import (
 // open connection is listed as RabbitMQ lists it.
 func TestSASL(t *testing.T) {
 	tb := startBroker(t, Config{})
-	tb.dial(t, nil)
+	c, _ := tb.dial(t, nil)
 	tb.dial(t, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	// What RabbitMQ's AMQP 1.0 clients read to turn features on.
+	if p := c.Properties(); p["product"] != "Warren" || p["version"] != "4.1.0-warren.0.1.0" {
+		t.Errorf("open properties %v", p)
+	}
 
 	_, err := goamqp.Dial(ctxT(t), "amqp://"+tb.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("guest", "wrong")})
 	if err == nil || !strings.Contains(err.Error(), "code 0x1") {

@@ -33,6 +33,13 @@ const (
 	initialMaxFrameSize = 4096
 )
 
+// CompatVersion is the version Warren's AMQP 1.0 open announces: the
+// RabbitMQ release whose AMQP 1.0 it implements (4.1: the property
+// filter expressions; not 4.2, whose SQL filters Warren lacks and a
+// client would then send), then Warren's own version. RabbitMQ's
+// clients read the first x.y.z.
+const CompatVersion = "4.1.0-warren.0.1.0"
+
 // Config configures a Server. Zero values take the defaults above.
 type Config struct {
 	Broker *queues.Broker
