@@ -3,10 +3,12 @@ package amqp1
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warren-mq/warren/internal/amqp10"
 	"github.com/warren-mq/warren/internal/amqp10/frame"
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/internal/msgconv"
 	"github.com/warren-mq/warren/queues"
 )
@@ -317,7 +319,7 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 	}
 	// The delivery count goes in the header, not as 0-9-1's
 	// x-delivery-count header (RabbitMQ 4.x).
-	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, d.Props, d.Body, d.Redelivered, d.DeliveryCount)
+	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, queues.AnnotatedProps(nil, d), d.Body, d.Redelivered, d.DeliveryCount)
 	if err != nil {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}
@@ -401,6 +403,9 @@ func (od *outDelivery) settle(state frame.DeliveryState) {
 	case frame.Released:
 		od.settler.Release(od.id)
 	case frame.Modified:
+		if a, ok := od.settler.(annotator); ok && len(st.MessageAnnotations) > 0 && !st.UndeliverableHere {
+			a.Annotate(od.id, annotationHeaders(st.MessageAnnotations))
+		}
 		switch {
 		case st.UndeliverableHere:
 			od.settler.Discard(od.id)
@@ -415,4 +420,39 @@ func (od *outDelivery) settle(state frame.DeliveryState) {
 		od.settler.Ack(od.id)
 		od.link.s.c.ctr.Delivery[od.link.qtype].Acknowledged.Add(1)
 	}
+}
+
+// annotator is a queue that keeps a modified outcome's message
+// annotations on the message (a quorum queue; classic queues ignore
+// them, as RabbitMQ's do).
+type annotator interface {
+	Annotate(id uint64, hs []queues.HeaderEntry)
+}
+
+// annotationHeaders converts a modified outcome's message annotations
+// to the 0-9-1 headers the queue keeps: "x-" keys only (the spec
+// reserves the others, and RabbitMQ takes only those), values as the
+// message conversion converts annotations (an x- header goes back to a
+// 1.0 consumer as a message annotation).
+func annotationHeaders(m amqp10.Map) []queues.HeaderEntry {
+	var hs []queues.HeaderEntry
+	for _, e := range m {
+		k, ok := e.Key.(amqp10.Symbol)
+		if !ok || !strings.HasPrefix(string(k), "x-") {
+			continue
+		}
+		v, ok := msgconv.ValueTo091(e.Value)
+		if !ok {
+			continue
+		}
+		raw, err := amqptab.AppendTable(nil, amqptab.Table{string(k): v})
+		if err != nil {
+			continue
+		}
+		_ = amqptab.ScanTable(raw, func(key []byte, tag byte, val []byte) error {
+			hs = append(hs, queues.HeaderEntry{Key: string(key), Raw: amqptab.AppendRaw(nil, tag, val)})
+			return nil
+		})
+	}
+	return hs
 }

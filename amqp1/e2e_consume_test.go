@@ -513,3 +513,71 @@ func TestDeliveryLimitCountsFailures(t *testing.T) {
 		t.Fatalf("x-death %v", d[0].Headers["x-death"])
 	}
 }
+
+// Ensure a modified outcome's message annotations stay on a quorum
+// queue's message, merged over earlier ones, for AMQP 1.0 consumers
+// (message annotations) and 0-9-1 ones (headers), "x-" keys only, as
+// RabbitMQ 4.x keeps them; a classic queue ignores them, as RabbitMQ's.
+func TestModifiedAnnotations(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum"})
+	declare(t, ch, "cq", nil)
+	publish091(t, ch, "qq", 1, amqp091.Publishing{Headers: amqp091.Table{"orig": "kept"}})
+	publish091(t, ch, "cq", 1, amqp091.Publishing{})
+	waitReady(t, tb, "qq", 1)
+	waitReady(t, tb, "cq", 1)
+	_, s := tb.dial(t, nil)
+	for _, q := range []string{"qq", "cq"} {
+		rcv, err := s.NewReceiver(ctxT(t), "/queues/"+q, &goamqp.ReceiverOptions{Credit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := func() *goamqp.Message {
+			t.Helper()
+			if err := rcv.IssueCredit(1); err != nil {
+				t.Fatal(err)
+			}
+			m, err := rcv.Receive(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		m := next()
+		if err := rcv.ModifyMessage(ctxT(t), m, &goamqp.ModifyMessageOptions{Annotations: goamqp.Annotations{
+			"x-opt-retry": int64(3), "x-foo": "bar", "reserved": "dropped"}}); err != nil {
+			t.Fatal(err)
+		}
+		m = next()
+		if q == "cq" {
+			if _, ok := m.Annotations["x-foo"]; ok {
+				t.Fatalf("classic queue kept annotations: %v", m.Annotations)
+			}
+			rcv.AcceptMessage(ctxT(t), m)
+			continue
+		}
+		if m.Annotations["x-opt-retry"] != int64(3) || m.Annotations["x-foo"] != "bar" || m.Annotations["reserved"] != nil {
+			t.Fatalf("after the first modified: annotations %v", m.Annotations)
+		}
+		if m.ApplicationProperties["orig"] != "kept" {
+			t.Fatalf("application properties %v", m.ApplicationProperties)
+		}
+		if err := rcv.ModifyMessage(ctxT(t), m, &goamqp.ModifyMessageOptions{Annotations: goamqp.Annotations{"x-opt-retry": int64(4)}}); err != nil {
+			t.Fatal(err)
+		}
+		m = next()
+		if m.Annotations["x-opt-retry"] != int64(4) || m.Annotations["x-foo"] != "bar" {
+			t.Fatalf("after the second modified: annotations %v", m.Annotations)
+		}
+		if err := rcv.ReleaseMessage(ctxT(t), m); err != nil {
+			t.Fatal(err)
+		}
+		rcv.Close(ctxT(t))
+		waitReady(t, tb, "qq", 1)
+		d := get(t, ch, "qq", 1)
+		if d[0].Headers["x-opt-retry"] != int64(4) || d[0].Headers["x-foo"] != "bar" || d[0].Headers["orig"] != "kept" {
+			t.Fatalf("0-9-1 headers %v", d[0].Headers)
+		}
+	}
+}

@@ -34,6 +34,8 @@ type (
 	// Settler is where deliveries are settled: a classic or quorum
 	// queue, or a StreamConsumer.
 	Settler = classic.Settler
+	// HeaderEntry is a 0-9-1 headers-table entry (Annotate).
+	HeaderEntry = classic.HeaderEntry
 )
 
 // ErrRejectPublish is the refusal of a publish by a queue at its length
@@ -46,6 +48,10 @@ func EncodeRecord(dst []byte, m *Message) []byte { return classic.EncodeRecord(d
 // DeliveryProps returns the properties to send with d
 // (classic.DeliveryProps).
 func DeliveryProps(dst []byte, d *Delivery) []byte { return classic.DeliveryProps(dst, d) }
+
+// AnnotatedProps returns d's properties with its annotations merged in
+// (classic.AnnotatedProps).
+func AnnotatedProps(dst []byte, d *Delivery) []byte { return classic.AnnotatedProps(dst, d) }
 
 func errNoQueue(vhost, name string) *Error { return classic.NoQueueError(vhost, name) }
 

@@ -367,5 +367,6 @@ func (s *strCaches) fill(d *Delivery, q *Queue, tag string, t *taken) {
 		RoutingKey:    s.routingKey,
 		Props:         t.rec.props,
 		Body:          t.rec.body,
+		Annotations:   t.anns,
 	}
 }

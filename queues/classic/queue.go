@@ -81,11 +81,15 @@ type Delivery struct {
 	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
 	Redelivered   bool
 	DeliveryCount uint32 // times delivered before
-	Exchange      string
-	RoutingKey    string
-	Props         []byte
-	Body          []byte
-	MessageCount  uint32 // basic.get: ready messages left after this one
+	// Annotations are headers added to the message since it was stored
+	// (an AMQP 1.0 modified outcome on a quorum queue): DeliveryProps
+	// and AnnotatedProps merge them into Props.
+	Annotations  []HeaderEntry
+	Exchange     string
+	RoutingKey   string
+	Props        []byte
+	Body         []byte
+	MessageCount uint32 // basic.get: ready messages left after this one
 }
 
 // Settler is where deliveries are settled: a classic or quorum queue, or
@@ -225,6 +229,10 @@ type Queue struct {
 		deliveredMark  uint64       // offset after the highest delivered
 		redeliverBelow uint64       // messages below were delivered before the last restart
 		unackedMulti   int          // unacked entries with count >= 2
+		// anns are the headers an AMQP 1.0 modified outcome added to a
+		// quorum queue's messages (Annotate), by id, kept while the
+		// message is in the queue; nil when none. Not persisted.
+		anns map[uint64][]HeaderEntry
 
 		// The ack state's persisting (persist.go).
 		markSafe    uint64    // the delivered mark on disk: fresh messages below it may go out
@@ -739,6 +747,7 @@ func (q *Queue) settleDelivered(ids []uint64, reason deathReason) {
 		if _, ok := q.takeUnackedLocked(id); !ok {
 			continue
 		}
+		q.dropAnnsLocked(id)
 		if dead != nil {
 			dead(idRange{id, id + 1})
 		} else {
@@ -785,10 +794,12 @@ func (q *Queue) requeue(ids []uint64, counted bool) {
 		}
 		if q.overDeliveryLimitLocked(u.count) {
 			// A quorum queue counts every return (quorum.go).
+			q.dropAnnsLocked(id)
 			q.deadFn(reasonDeliveryLimit)(idRange{id, id + 1})
 			continue
 		}
 		if u.exp <= now {
+			q.dropAnnsLocked(id)
 			if dead == nil {
 				dead = q.deadFn(reasonExpired)
 			}
@@ -846,6 +857,9 @@ func (q *Queue) deliveredLocked(t *taken, c *Consumer, noAck bool) {
 	}
 	if t.count > 0 {
 		q.mu.counts.Redelivered++
+		if q.mu.anns != nil {
+			t.anns = q.mu.anns[t.id]
+		}
 	}
 	if noAck {
 		q.settleLocked(t.id)

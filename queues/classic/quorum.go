@@ -1,6 +1,7 @@
 package classic
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -94,24 +95,120 @@ func (q *Queue) overDeliveryLimitLocked(count uint32) bool {
 	return lim >= 0 && int64(counted(count)) > lim
 }
 
-// DeliveryProps returns the properties to send with d: d.Props, or for a
-// quorum queue's redelivery a copy (appended to dst) whose headers table
-// has x-delivery-count (long) set to d.DeliveryCount, keys kept sorted.
-// The log's record is not changed.
+// HeaderEntry is one entry of an AMQP 0-9-1 headers table: its key and
+// its value as the table encodes it (type tag and value).
+type HeaderEntry struct {
+	Key string
+	Raw []byte
+}
+
+// Annotate adds headers to what a delivered, unsettled message of a
+// quorum queue carries when it goes out again (merged over those an
+// earlier Annotate added): the message annotations of an AMQP 1.0
+// modified outcome, which RabbitMQ 4.x keeps for quorum queues. Classic
+// queues ignore them, as RabbitMQ's do. Call it before the Requeue or
+// Release that returns the message. They live in memory: a restart
+// drops them (the message itself is kept).
+func (q *Queue) Annotate(id uint64, hs []HeaderEntry) {
+	if !q.Quorum() || len(hs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.mu.unacked[id]; !ok {
+		return
+	}
+	if q.mu.anns == nil {
+		q.mu.anns = map[uint64][]HeaderEntry{}
+	}
+	merged := slices.Clone(q.mu.anns[id])
+	for _, h := range hs {
+		if i := slices.IndexFunc(merged, func(e HeaderEntry) bool { return e.Key == h.Key }); i >= 0 {
+			merged[i] = h
+		} else {
+			merged = append(merged, h)
+		}
+	}
+	q.mu.anns[id] = merged
+	q.sweepAnnsLocked()
+}
+
+// dropAnnsLocked forgets the annotations of a message leaving the queue.
+// REQUIRES: q.mu held.
+func (q *Queue) dropAnnsLocked(id uint64) {
+	if q.mu.anns != nil {
+		delete(q.mu.anns, id)
+	}
+}
+
+// sweepAnnsLocked drops the annotations of messages that left the queue
+// by a way that does not drop them one by one (purge, expiry, length
+// limits), once they outnumber the unacked and requeued messages: the
+// map stays within twice what the queue holds annotated.
+// REQUIRES: q.mu held.
+func (q *Queue) sweepAnnsLocked() {
+	n := len(q.mu.unacked)
+	for p := range q.mu.levels {
+		n += q.mu.levels[p].req.len()
+	}
+	if len(q.mu.anns) <= max(64, 2*n) {
+		return
+	}
+	for id := range q.mu.anns {
+		if _, ok := q.mu.unacked[id]; ok {
+			continue
+		}
+		requeued := false
+		for p := range q.mu.levels {
+			es := q.mu.levels[p].req.entries()
+			if _, ok := slices.BinarySearchFunc(es, id, func(e reqEntry, id uint64) int { return cmp.Compare(e.id, id) }); ok {
+				requeued = true
+				break
+			}
+		}
+		if !requeued {
+			delete(q.mu.anns, id)
+		}
+	}
+}
+
+// DeliveryProps returns the properties to send with d to an AMQP 0-9-1
+// consumer: d.Props, or for a quorum queue's redelivery a copy (appended
+// to dst) whose headers table has x-delivery-count (long) set to
+// d.DeliveryCount and d.Annotations merged in, keys kept sorted. The
+// log's record is not changed.
 func DeliveryProps(dst []byte, d *Delivery) []byte {
-	if d.DeliveryCount == 0 || d.Queue == nil || !d.Queue.Quorum() {
+	if (d.DeliveryCount == 0 && len(d.Annotations) == 0) || d.Queue == nil || !d.Queue.Quorum() {
 		return d.Props
 	}
-	out, err := withDeliveryCount(dst, d.Props, d.DeliveryCount)
+	extra := d.Annotations
+	if d.DeliveryCount > 0 {
+		extra = append(slices.Clip(extra), HeaderEntry{hdrDeliveryCount, amqptab.AppendLong(nil, int64(d.DeliveryCount))})
+	}
+	out, err := withHeaders(dst, d.Props, extra)
 	if err != nil {
 		return d.Props
 	}
 	return out
 }
 
-// withDeliveryCount appends props with x-delivery-count set to count in
-// its headers table (replacing one already there), entries sorted by key.
-func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
+// AnnotatedProps is d.Props with d.Annotations merged into its headers
+// (a copy appended to dst when there are any), for an AMQP 1.0 consumer,
+// which gets the delivery count in the message header instead.
+func AnnotatedProps(dst []byte, d *Delivery) []byte {
+	if len(d.Annotations) == 0 {
+		return d.Props
+	}
+	out, err := withHeaders(dst, d.Props, d.Annotations)
+	if err != nil {
+		return d.Props
+	}
+	return out
+}
+
+// withHeaders appends props with the extra headers set in its headers
+// table (replacing those of the same keys), entries sorted by key.
+func withHeaders(dst, props []byte, extra []HeaderEntry) ([]byte, error) {
 	pv, err := amqptab.ScanProps(props)
 	if err != nil {
 		return nil, err
@@ -123,7 +220,7 @@ func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
 	var es []entry
 	if hdrs := pv.Value(props, amqptab.FlagHeaders); hdrs != nil {
 		err := amqptab.ScanTable(hdrs, func(key []byte, tag byte, v []byte) error {
-			if string(key) != hdrDeliveryCount {
+			if !slices.ContainsFunc(extra, func(h HeaderEntry) bool { return h.Key == string(key) }) {
 				es = append(es, entry{string(key), amqptab.AppendRaw(nil, tag, v)})
 			}
 			return nil
@@ -132,7 +229,9 @@ func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
 			return nil, err
 		}
 	}
-	es = append(es, entry{hdrDeliveryCount, amqptab.AppendLong(nil, int64(count))})
+	for _, h := range extra {
+		es = append(es, entry{h.Key, h.Raw})
+	}
 	slices.SortStableFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	table, start := amqptab.Begin(nil)
 	for _, e := range es {

@@ -24,7 +24,8 @@ type taken struct {
 	count uint32 // deliveries before this one
 	rec   record // aliases the taker's reader buffer
 	prio  uint8
-	exp   int64 // expiry instant; noExpiry
+	exp   int64         // expiry instant; noExpiry
+	anns  []HeaderEntry // headers added since it was stored (Annotate)
 }
 
 // unacked is the unacked entry of t, delivered to c (nil: basic.get).
