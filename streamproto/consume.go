@@ -337,7 +337,8 @@ func (s *subscription) deliver(d *delivery) {
 			return b
 		}
 		queued := false
-		if ch.Data != nil {
+		if ch.Data != nil && len(ch.Data) <= smallSpan {
+			// Larger chunks go by sendfile, as before read-ahead.
 			queued, ok = c.out.deliverInline(func(b []byte) []byte { return append(head(b), ch.Data...) })
 			if !ok {
 				return
