@@ -289,7 +289,7 @@ func (l *outLink) Cancelled(_ *queues.Queue, _ string) {
 
 // convert encodes a delivery as the AMQP 1.0 message sent.
 func (l *outLink) convert(d *queues.Delivery) []byte {
-	if d.Stream != nil {
+	if d.Stream != nil && !d.History { // a queue's history reads queue records: below
 		var m amqp10.Message
 		if err := m.UnmarshalBinary(d.Body); err != nil || m.Body.Kind == amqp10.BodyNone {
 			m = amqp10.Message{Body: amqp10.Body{Kind: amqp10.BodyData, Data: [][]byte{d.Body}}}

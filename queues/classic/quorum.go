@@ -102,16 +102,16 @@ func DeliveryProps(dst []byte, d *Delivery) []byte {
 	if d.DeliveryCount == 0 || d.Queue == nil || !d.Queue.Quorum() {
 		return d.Props
 	}
-	out, err := withDeliveryCount(dst, d.Props, d.DeliveryCount)
+	out, err := withHeaderLong(dst, d.Props, hdrDeliveryCount, int64(d.DeliveryCount))
 	if err != nil {
 		return d.Props
 	}
 	return out
 }
 
-// withDeliveryCount appends props with x-delivery-count set to count in
-// its headers table (replacing one already there), entries sorted by key.
-func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
+// withHeaderLong appends props with header key set to the long n in its
+// headers table (replacing one already there), entries sorted by key.
+func withHeaderLong(dst, props []byte, key string, n int64) ([]byte, error) {
 	pv, err := amqptab.ScanProps(props)
 	if err != nil {
 		return nil, err
@@ -122,9 +122,9 @@ func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
 	}
 	var es []entry
 	if hdrs := pv.Value(props, amqptab.FlagHeaders); hdrs != nil {
-		err := amqptab.ScanTable(hdrs, func(key []byte, tag byte, v []byte) error {
-			if string(key) != hdrDeliveryCount {
-				es = append(es, entry{string(key), amqptab.AppendRaw(nil, tag, v)})
+		err := amqptab.ScanTable(hdrs, func(k []byte, tag byte, v []byte) error {
+			if string(k) != key {
+				es = append(es, entry{string(k), amqptab.AppendRaw(nil, tag, v)})
 			}
 			return nil
 		})
@@ -132,7 +132,7 @@ func withDeliveryCount(dst, props []byte, count uint32) ([]byte, error) {
 			return nil, err
 		}
 	}
-	es = append(es, entry{hdrDeliveryCount, amqptab.AppendLong(nil, int64(count))})
+	es = append(es, entry{key, amqptab.AppendLong(nil, n)})
 	slices.SortStableFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	table, start := amqptab.Begin(nil)
 	for _, e := range es {
