@@ -34,6 +34,8 @@ type (
 	// Settler is where deliveries are settled: a classic or quorum
 	// queue, or a StreamConsumer.
 	Settler = classic.Settler
+	// HistoryStats describe a queue's history (classic/history.go).
+	HistoryStats = classic.HistoryStats
 )
 
 // ErrRejectPublish is the refusal of a publish by a queue at its length
