@@ -391,7 +391,13 @@ func TestHistoryRetentionAge(t *testing.T) {
 	}
 	h.clock.set(t0.Add(time.Minute))
 	hs := waitFirstOffset(t, h, "q", 0)
-	if _, n := logBytes(t, dir); n != 1 || hs.Segments != 1 {
+	// The files go once no reader holds them (soon after the tail).
+	_, n := logBytes(t, dir)
+	for deadline := time.Now().Add(wait); n != 1 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		_, n = logBytes(t, dir)
+	}
+	if n != 1 || hs.Segments != 1 {
 		t.Fatalf("%d segments left (%+v), want the active one", n, hs)
 	}
 	ds, _, _ := readHistory(t, c, "q", "first", int(hs.Messages))
