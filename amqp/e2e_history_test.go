@@ -436,3 +436,36 @@ func TestHistoryRestartAndCrash(t *testing.T) {
 	ds, _, _ = readHistory(t, conn, "q", "first", 60)
 	wantBodies(t, "after crash", ds, append(names("m", 0, 50), names("n", 0, 10)...))
 }
+
+// Ensure a history reader ends with basic.cancel when its queue is
+// deleted, and that another connection's exclusive queue refuses one
+// (405) as it refuses any consumer.
+func TestHistoryReaderDeleteAndExclusive(t *testing.T) {
+	h := startHistory(t, "", nil)
+	c, ch := h.channel(t)
+	declareHistory(t, ch, "q", amqp091.Table{"x-history-max-age": "1h"})
+	publishAll(t, c, "", "q", texts("m", 0, 3)...)
+	_, d, hch := readHistory(t, c, "q", "first", 3)
+	cancels := hch.NotifyCancel(make(chan string, 1))
+	if _, err := ch.QueueDelete("q", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancels:
+	case <-time.After(wait):
+		t.Fatal("no basic.cancel after the queue was deleted")
+	}
+	if m, ok := <-d; ok { // the client closes the consumer's deliveries
+		t.Fatalf("delivery %q after the queue was deleted", m.Body)
+	}
+
+	if _, err := ch.QueueDeclare("mine", false, false, true, false, amqp091.Table{"x-history-max-age": "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	other := h.dial(t)
+	chanErr(t, other, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'mine' in vhost '/'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", func(ch *amqp091.Channel) error {
+		must(t, ch.Qos(10, 0, false))
+		_, err := ch.Consume("mine", "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+		return err
+	})
+}
