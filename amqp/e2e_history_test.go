@@ -364,6 +364,11 @@ func TestHistoryRetentionBytes(t *testing.T) {
 	if uint64(offsetOf(t, ds[0])) != hs.FirstOffset {
 		t.Fatalf("first delivery at %d, history starts at %d", offsetOf(t, ds[0]), hs.FirstOffset)
 	}
+	// An offset the history no longer holds starts at its first.
+	ds, _, _ = readHistory(t, c, "q", int64(0), 1)
+	if uint64(offsetOf(t, ds[0])) != hs.FirstOffset {
+		t.Fatalf("from offset 0: first delivery at %d, history starts at %d", offsetOf(t, ds[0]), hs.FirstOffset)
+	}
 }
 
 // Ensure history is kept within x-history-max-age by the chunks'
