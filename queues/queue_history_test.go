@@ -1,7 +1,9 @@
 package queues
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +200,80 @@ func TestHistoryCrash(t *testing.T) {
 	gs := historyBodies(t, b2, q2, int(h2.Messages))
 	if want := bodies[h2.FirstOffset:]; !slices.Equal(bodiesOf(gs), want) {
 		t.Fatalf("history after the crash: %d messages, want the last %d", len(gs), len(want))
+	}
+}
+
+// historyBenchSink acks (gives credit back) every 100 deliveries and
+// signals when it has seen want.
+type historyBenchSink struct {
+	ids  []uint64
+	n    int
+	want int
+	done chan struct{}
+}
+
+func (s *historyBenchSink) Deliver(d *Delivery) {
+	s.ids = append(s.ids, d.ID)
+	s.n++
+	if len(s.ids) == 100 || s.n == s.want {
+		d.Settler().Ack(s.ids...)
+		s.ids = s.ids[:0]
+	}
+	if s.n == s.want {
+		close(s.done)
+	}
+}
+
+func (s *historyBenchSink) Cancelled(*Queue, string) {}
+
+// BenchmarkHistoryRead measures a history reader (prefetch 1000, acking
+// every 100) replaying a durable queue's settled history from first.
+func BenchmarkHistoryRead(b *testing.B) {
+	for _, size := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			br, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close()
+			q, _, _, err := br.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "bench", Durable: true,
+				Args: map[string]any{"x-history-max-age": "1D"}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec := EncodeRecord(nil, &Message{Exchange: "", RoutingKey: "bench", Props: []byte{0x10, 0x00, 0x02},
+				Body: []byte(strings.Repeat("x", size)), Persistent: true})
+			errs := make(chan error, 10_000)
+			for i := 0; i < b.N; i++ {
+				q.Publish(rec, true, func(err error) { errs <- err })
+				if i >= 9_999 {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for i := 0; i < min(b.N, 9_999); i++ {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			if n, err := q.Purge(); err != nil || n != b.N { // settled: history only
+				b.Fatalf("purge %d, %v", n, err)
+			}
+			sink := &historyBenchSink{want: b.N, done: make(chan struct{})}
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			sub, err := br.Consume("/", "bench", ConsumerOptions{Tag: "h", Prefetch: 1000, Sink: sink}, map[string]any{"x-stream-offset": "first"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-sink.done
+			elapsed := time.Since(start)
+			b.StopTimer()
+			sub.Stop()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+		})
 	}
 }
