@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/warren-mq/warren/internal/amqptab"
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues/qerr"
 )
@@ -135,6 +136,7 @@ func (q *Queue) History() (HistoryStats, bool) {
 type HistoryDecoder struct {
 	strs  strCaches
 	props []byte // the last delivery's properties
+	table []byte // scratch: their headers table
 }
 
 // Fill sets d's message from rec, the record at offset in a queue's log
@@ -153,12 +155,37 @@ func (h *HistoryDecoder) Fill(d *Delivery, rec []byte, offset uint64) error {
 	if string(r.routingKey) != h.strs.routingKey {
 		h.strs.routingKey = string(r.routingKey)
 	}
-	props, err := withHeaderLong(h.props[:0], r.props, hdrStreamOffset, int64(offset))
-	if err != nil {
+	if err := h.setOffset(r.props, offset); err != nil {
 		return fmt.Errorf("offset %d: properties: %w", offset, err)
 	}
-	h.props = props
+	props := h.props
 	d.ID, d.History = offset, true
 	d.Exchange, d.RoutingKey, d.Props, d.Body = h.strs.exchange, h.strs.routingKey, props, r.body
+	return nil
+}
+
+// setOffset sets h.props to props with the x-stream-offset header (long)
+// set to offset: the publisher's headers in their order, without one of
+// that name, then x-stream-offset. It reuses h's buffers: no allocation
+// once they have grown.
+func (h *HistoryDecoder) setOffset(props []byte, offset uint64) error {
+	pv, err := amqptab.ScanProps(props)
+	if err != nil {
+		return err
+	}
+	table, start := amqptab.Begin(h.table[:0])
+	if hdrs := pv.Value(props, amqptab.FlagHeaders); hdrs != nil {
+		if err := amqptab.ScanTable(hdrs, func(k []byte, tag byte, v []byte) error {
+			if string(k) != hdrStreamOffset {
+				table = amqptab.AppendRaw(append(append(table, byte(len(k))), k...), tag, v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	table = amqptab.AppendLong(amqptab.AppendKey(table, hdrStreamOffset), int64(offset))
+	h.table = amqptab.End(table, start)
+	h.props = amqptab.AppendProps(h.props[:0], props, &pv, 0, h.table)
 	return nil
 }
