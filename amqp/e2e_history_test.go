@@ -430,7 +430,14 @@ func TestHistoryRestartAndCrash(t *testing.T) {
 
 	publishAll(t, c, "", "q", texts("n", 0, 10)...)
 	drainAck(t, c, "q", 10)
-	time.Sleep(300 * time.Millisecond) // the acks reach the catalog (persistInterval)
+	// The acks reach the catalog: a flush that began after them landed.
+	acked := time.Now()
+	for deadline := time.Now().Add(wait); !h.broker.AckStateCovered().After(acked); {
+		if time.Now().After(deadline) {
+			t.Fatal("acks not persisted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	image := t.TempDir() + "/image"
 	must(t, os.CopyFS(image, os.DirFS(h.dir)))
 	c2 := startHistory(t, image, h.clock)
