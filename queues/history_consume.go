@@ -29,7 +29,9 @@ import (
 // requeue or dead-letter nothing. The queue counts it among its history
 // readers (classic.HistoryStats.Readers). x-stream-filter is ignored: a
 // queue log's chunk filters mark transient and expiring messages, not
-// application filter values.
+// application filter values. AMQP 1.0 receivers get one through the
+// rabbitmq:stream-offset-spec source filter (package amqp1), with
+// link credit (ConsumerOptions.Credited) instead of a prefetch.
 
 // consumeHistory checks a history reader of q and starts it.
 func (b *Broker) consumeHistory(q *Queue, o ConsumerOptions, args map[string]any) (*StreamConsumer, error) {
