@@ -35,8 +35,8 @@ import (
 // min: the smaller of the two; dl: the smaller, unless either is negative
 // (unlimited), then the larger; arg: the argument wins; policy: the
 // policy wins; age: the shorter of two max-age durations (the one that
-// parses, when only one does). "-" marks a key the queue type does not read (and, for
-// policies, refuses: see unsupported); EffectiveQueueArg still
+// parses, when only one does). "-" marks a key the queue type does not
+// read (and, for policies, refuses: see unsupported); EffectiveQueueArg still
 // answers for it, with the rule of the type that reads it. A key not in
 // the table resolves as rabbit_policy:get_arg/3 does: the argument wins.
 // When only one side has the key, it is the value.
