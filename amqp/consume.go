@@ -93,16 +93,18 @@ type consumer struct {
 // Deliver sends one message to the client. The frames are queued while
 // ch.mu is held, so delivery tags reach the client in ascending order. A
 // stream record (an AMQP 1.0 message) is converted first
-// (internal/msgconv).
+// (internal/msgconv); a queue history reader's record is not.
 func (cs *consumer) Deliver(d *queues.Delivery) {
 	ch := cs.ch
 	exchange, key, props, body := d.Exchange, d.RoutingKey, []byte(nil), d.Body
-	if d.Stream != nil {
+	if d.Stream != nil && !d.History {
 		sd := msgconv.StreamRecordTo091(d.Body, d.ID, d.RoutingKey, cs.props)
 		cs.props = sd.Props[:0]
 		exchange, key, props, body = sd.Exchange, sd.Key, sd.Props, sd.Body
 	} else {
-		props = queues.DeliveryProps(nil, d) // quorum redeliveries: x-delivery-count
+		// Quorum redeliveries: x-delivery-count. A history reader's
+		// delivery has its x-stream-offset header already.
+		props = queues.DeliveryProps(nil, d)
 	}
 	ch.c.out.waitRoom()
 	ch.mu.Lock()

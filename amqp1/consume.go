@@ -82,7 +82,12 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	if q == nil && stream == nil {
 		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", queue, c.vhost)}
 	}
-	l := &outLink{s: s, handle: a.Handle, queue: queue, noAck: a.SndSettleMode == frame.SndSettled, stream: stream != nil,
+	// A stream-offset filter on a classic or quorum queue that keeps its
+	// history makes a history reader (queues/history_consume.go), which
+	// the link serves as a stream's; without history the filter is
+	// dropped, as before.
+	history := q != nil && q.HistoryEnabled() && hasOffsetFilter(a.Source.Filter)
+	l := &outLink{s: s, handle: a.Handle, queue: queue, noAck: a.SndSettleMode == frame.SndSettled, stream: stream != nil || history,
 		name: a.Name, addr: a.Source.Address, maxMsg: a.MaxMessageSize}
 	switch {
 	case stream != nil:
@@ -297,9 +302,21 @@ func (l *outLink) Cancelled(_ *queues.Queue, _ string) {
 	c.send(l.s.channel, &frame.Detach{Handle: l.handle, Closed: true, Error: &frame.Error{Condition: frame.CondResourceDeleted}})
 }
 
+// hasOffsetFilter reports whether a source's filter has a stream-offset
+// filter.
+func hasOffsetFilter(f amqp10.Map) bool {
+	for _, e := range f {
+		k, _ := e.Key.(amqp10.Symbol)
+		if d, ok := e.Value.(amqp10.Described); ok && (k == streamOffsetFilter || d.Descriptor == amqp10.Symbol(streamOffsetFilter)) {
+			return true
+		}
+	}
+	return false
+}
+
 // convert encodes a delivery as the AMQP 1.0 message sent.
 func (l *outLink) convert(d *queues.Delivery) []byte {
-	if d.Stream != nil {
+	if d.Stream != nil && !d.History { // a queue's history reads queue records: below
 		var m amqp10.Message
 		if err := m.UnmarshalBinary(d.Body); err != nil || m.Body.Kind == amqp10.BodyNone {
 			m = amqp10.Message{Body: amqp10.Body{Kind: amqp10.BodyData, Data: [][]byte{d.Body}}}
@@ -322,6 +339,39 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, queues.AnnotatedProps(nil, d), d.Body, d.Redelivered, d.DeliveryCount)
 	if err != nil {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
+	}
+	if d.History {
+		return historyOffset(out, d.ID)
+	}
+	return out
+}
+
+// historyOffset moves a queue history delivery's offset from its
+// x-stream-offset header (an application property once converted) to
+// the x-stream-offset message annotation, where a stream's deliveries
+// carry it.
+func historyOffset(msg []byte, offset uint64) []byte {
+	var m amqp10.Message
+	if err := m.UnmarshalBinary(msg); err != nil {
+		return msg
+	}
+	props := m.ApplicationProperties[:0:0]
+	for _, e := range m.ApplicationProperties {
+		if k, ok := e.Key.(string); !ok || k != "x-stream-offset" {
+			props = append(props, e)
+		}
+	}
+	m.ApplicationProperties = props
+	anns := amqp10.Map{{Key: amqp10.Symbol("x-stream-offset"), Value: int64(offset)}}
+	for _, e := range m.MessageAnnotations {
+		if k, ok := e.Key.(amqp10.Symbol); !ok || k != "x-stream-offset" {
+			anns = append(anns, e)
+		}
+	}
+	m.MessageAnnotations = anns
+	out, err := m.AppendTo(nil)
+	if err != nil {
+		return msg
 	}
 	return out
 }

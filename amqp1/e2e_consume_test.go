@@ -581,3 +581,80 @@ func TestModifiedAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a stream-offset filter on a classic queue that keeps its
+// history makes a history reader: the settled messages again, with
+// x-stream-offset as a message annotation, the queue untouched; on a
+// queue without history the filter is ignored, as before.
+func TestQueueHistory(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "h", amqp091.Table{"x-history-max-age": "1D"})
+	declare(t, ch, "plain", nil)
+	for _, q := range []string{"h", "plain"} {
+		publish091(t, ch, q, 3, amqp091.Publishing{Headers: amqp091.Table{"k": "v"}})
+	}
+	_, s := tb.dial(t, nil)
+	// Consume and accept everything of h with an ordinary receiver.
+	rcv, err := s.NewReceiver(ctxT(t), "/queues/h", &goamqp.ReceiverOptions{Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m, err := rcv.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noErr(t, rcv.AcceptMessage(ctxT(t), m))
+	}
+	rcv.Close(ctxT(t))
+	if n := tb.ready(t, "h"); n != 0 {
+		t.Fatalf("%d ready", n)
+	}
+	hr, err := s.NewReceiver(ctxT(t), "/queues/h", &goamqp.ReceiverOptions{Credit: 10,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter(streamOffsetFilter, 0, "first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := hr.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.GetData()) != fmt.Sprintf("m%d", i) || m.Annotations["x-stream-offset"] != int64(i) ||
+			m.ApplicationProperties["k"] != "v" || m.ApplicationProperties["x-stream-offset"] != nil {
+			t.Fatalf("history %d: %q annotations %v properties %v", i, m.GetData(), m.Annotations, m.ApplicationProperties)
+		}
+		noErr(t, hr.AcceptMessage(ctxT(t), m))
+	}
+	if n := tb.ready(t, "h"); n != 0 {
+		t.Fatalf("%d ready after the history read", n)
+	}
+	// Without history: an ordinary consumer, which takes the messages.
+	pr, err := s.NewReceiver(ctxT(t), "/queues/plain", &goamqp.ReceiverOptions{Credit: 10,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter(streamOffsetFilter, 0, "first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m, err := pr.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noErr(t, pr.AcceptMessage(ctxT(t), m))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tb.ready(t, "plain") != 0 || func() bool { q, _ := tb.broker.Queue("/", "plain"); return q.Stats().Unacked != 0 }() {
+		if time.Now().After(deadline) {
+			t.Fatal("the plain queue kept its messages")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -135,6 +135,38 @@ func (s *Server) queueObj(q *queues.Queue) obj {
 	if st.IdleSince > 0 && st.Consumers == 0 {
 		o["idle_since"] = time.UnixMilli(st.IdleSince).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}
+	if h, ok := q.History(); ok {
+		o["history"] = historyObj(h)
+	}
+	return o
+}
+
+// historyObj is a queue's history (Warren's queue history, a queue with
+// x-history-max-age or x-history-max-length-bytes): what its log holds,
+// settled or not, and the limits in effect. Offsets are what
+// x-stream-offset takes; first_offset, last_offset and first_timestamp
+// (Unix ms) are null when the log is empty.
+func historyObj(h queues.HistoryStats) obj {
+	o := obj{
+		"messages":         h.Messages,
+		"bytes":            h.Bytes,
+		"segments":         h.Segments,
+		"first_offset":     nil,
+		"last_offset":      nil,
+		"first_timestamp":  nil,
+		"max_age_seconds":  nil,
+		"max_length_bytes": nil,
+		"readers":          h.Readers,
+	}
+	if h.Messages > 0 {
+		o["first_offset"], o["last_offset"], o["first_timestamp"] = h.FirstOffset, h.LastOffset, h.FirstTimestamp
+	}
+	if h.MaxAge > 0 {
+		o["max_age_seconds"] = int64(h.MaxAge / time.Second)
+	}
+	if h.MaxBytes > 0 {
+		o["max_length_bytes"] = h.MaxBytes
+	}
 	return o
 }
 

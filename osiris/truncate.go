@@ -1,5 +1,7 @@
 package osiris
 
+import "time"
+
 // Truncation is retention driven by the log's owner rather than by limits:
 // a queue that has settled every record below some offset (its head) asks
 // for the segments wholly below it to go.
@@ -42,4 +44,24 @@ func (w *writer) truncateBefore(offset uint64) (int, error) {
 		return 0, nil
 	}
 	return drop, w.dropOldest(drop)
+}
+
+// RetentionFloor returns the first offset that retention limits maxBytes
+// and maxAge (0: unlimited) would keep: the base of the oldest segment
+// they keep, or the log's next offset when it has no segment. It is what
+// a queue that keeps its settled history truncates to (with
+// TruncateBefore, never past its head): the limits apply as retention
+// applies them to a stream (whole segments, oldest first, the active one
+// always kept; sizes counted from the tail, ages by a segment's newest
+// chunk), on the stream's clock. It judges by the published tail and
+// does not involve the writer; it opens a sealed segment's files only the
+// first time it looks at it. A later tail can only lower what it keeps.
+func (s *Stream) RetentionFloor(maxBytes int64, maxAge time.Duration) (uint64, error) {
+	t := s.tail.Load()
+	if len(t.segs) == 0 {
+		return t.next, nil
+	}
+	cfg := &Config{MaxLengthBytes: max(maxBytes, 0), MaxAge: max(maxAge, 0)}
+	drop, err := retentionDrop(cfg, t.segs, t.active.Size, s.opts.Now())
+	return t.segs[drop].base, err
 }

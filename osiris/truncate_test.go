@@ -3,6 +3,7 @@ package osiris
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warren-mq/warren/segment"
 )
@@ -94,5 +95,56 @@ func TestTruncateBefore(t *testing.T) {
 	s2.Close()
 	if _, err := s.TruncateBefore(1); err == nil {
 		t.Fatal("TruncateBefore on a closed stream succeeded")
+	}
+}
+
+// Ensure RetentionFloor answers what retention with those limits would
+// keep, by size and by age, without deleting anything itself.
+func TestRetentionFloor(t *testing.T) {
+	clk := newFakeClock()
+	dir := t.TempDir()
+	s := mustCreate(t, dir, Config{MaxSegmentSize: 8192}, Options{Now: clk.Now, RetentionInterval: -1})
+	if got, err := s.RetentionFloor(1, time.Second); err != nil || got != 0 {
+		t.Fatalf("empty log: floor %d, %v; want 0", got, err)
+	}
+	fill(t, s, "old", 60, 500)
+	clk.Advance(time.Hour)
+	fill(t, s, "new", 60, 500)
+	bases, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int64
+		maxAge   time.Duration
+		want     uint64
+	}{
+		{"no limits", 0, 0, bases[0]},
+		{"everything fits", 1 << 30, 0, bases[0]},
+		{"one byte: only the active segment", 1, 0, bases[len(bases)-1]},
+		{"age: nothing old yet", 0, 2 * time.Hour, bases[0]},
+	} {
+		got, err := s.RetentionFloor(tc.maxBytes, tc.maxAge)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: floor %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+	// Age: the "old" half goes (all but a segment holding both halves).
+	got, err := s.RetentionFloor(0, 30*time.Minute)
+	if err != nil || got <= bases[0] || got > 60 {
+		t.Fatalf("age 30m: floor %d, %v; want past the first segment, at most 60", got, err)
+	}
+	// Size: what is kept from the floor on fits (but for the active segment).
+	got, err = s.RetentionFloor(20_000, 0)
+	if err != nil || got <= bases[0] {
+		t.Fatalf("size: floor %d, %v", got, err)
+	}
+	clk.Advance(2 * time.Hour) // everything is old: all but the active segment
+	if got, err := s.RetentionFloor(0, time.Hour); err != nil || got != bases[len(bases)-1] {
+		t.Fatalf("age: everything old: floor %d, %v; want %d", got, err, bases[len(bases)-1])
+	}
+	if n := len(segmentFiles(t, dir)); n != len(bases) {
+		t.Fatalf("RetentionFloor deleted segments: %d -> %d", len(bases), n)
 	}
 }

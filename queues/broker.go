@@ -41,6 +41,10 @@ type Options struct {
 	// RabbitMQ's channel_max_per_node: OpenChannel beyond it is refused
 	// with a *LimitError of Scope "node"; zero means no limit.
 	ChannelMaxPerNode int
+	// QueueSegmentSize is the segment size of new classic and quorum
+	// queue logs (the unit in which settled messages and a queue's
+	// history go); 0 means 8 MiB.
+	QueueSegmentSize int64
 }
 
 // Bootstrap is the identity created in an empty catalog.
@@ -132,6 +136,9 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 	}
 	b.mu.streams = map[streamName]*osiris.Stream{}
 	b.queues = newQueueRegistry()
+	if opts.QueueSegmentSize > 0 {
+		b.queues.segmentSize = opts.QueueSegmentSize
+	}
 	b.mu.watchers = map[int]func(string, string){}
 	if err := b.bootstrap(); err != nil {
 		cat.close()

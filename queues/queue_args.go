@@ -23,6 +23,7 @@ var classicEquivalenceArgs = [...]string{
 	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
 	"x-queue-version", "x-single-active-consumer", "x-queue-type",
 	"x-queue-master-locator", "x-queue-leader-locator",
+	"x-history-max-age", "x-history-max-length-bytes", // Warren's queue history
 }
 
 // argInt returns an integer argument's value (see amqptab.DecodedInt).
@@ -163,7 +164,14 @@ func validateQueueArgs(vhost, name string, args map[string]any) error {
 				}
 				return ""
 			})
-		case "x-max-length", "x-max-length-bytes":
+		case "x-history-max-age":
+			// Warren's queue history: x-max-age's syntax and texts.
+			if sv, ok := v.(string); !ok {
+				err = invalid(k, fmt.Sprintf("{unacceptable_type,%s}", fieldType(v)))
+			} else if !validMaxAge(sv) {
+				err = invalid(k, "invalid_max_age")
+			}
+		case "x-max-length", "x-max-length-bytes", "x-history-max-length-bytes":
 			err = intArg(k, v, func(n int64) string {
 				if n < 0 {
 					return fmt.Sprintf("{value_negative,%d}", n)

@@ -22,6 +22,7 @@ var quorumEquivalenceArgs = [...]string{
 	"x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length",
 	"x-max-in-memory-bytes", "x-overflow", "x-single-active-consumer", "x-queue-type",
 	"x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl", "x-queue-leader-locator",
+	"x-history-max-age", "x-history-max-length-bytes", // Warren's queue history
 }
 
 // nonQuorumArgs are the arguments of the other queue types that quorum

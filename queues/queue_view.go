@@ -36,6 +36,8 @@ type (
 	Settler = classic.Settler
 	// HeaderEntry is a 0-9-1 headers-table entry (Annotate).
 	HeaderEntry = classic.HeaderEntry
+	// HistoryStats describe a queue's history (classic/history.go).
+	HistoryStats = classic.HistoryStats
 )
 
 // ErrRejectPublish is the refusal of a publish by a queue at its length

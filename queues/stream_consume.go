@@ -47,6 +47,10 @@ type StreamConsumer struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine ends
 
+	// hq is set for a history reader of a classic or quorum queue
+	// (history_consume.go): records are queue records, decoded by dec.
+	hq *Queue
+
 	credited bool                     // ConsumerOptions.Credited: settling gives no credit back
 	match    func(record []byte) bool // ConsumerOptions.Match; nil: every record
 	credit   struct {
@@ -59,6 +63,7 @@ type StreamConsumer struct {
 	data    []byte
 	scratch []byte
 	d       Delivery
+	dec     classic.HistoryDecoder // for hq
 }
 
 var _ Settler = (*StreamConsumer)(nil)
@@ -100,6 +105,9 @@ func (b *Broker) Consume(vhost, name string, o ConsumerOptions, args map[string]
 			return b.consumeStream(vhost, name, s, o, args)
 		}
 		return nil, err
+	}
+	if _, ok := args["x-stream-offset"]; ok {
+		return b.consumeHistory(q, o, args) // history_consume.go
 	}
 	prio, err := ConsumerPriority(q, args)
 	if err != nil {
@@ -317,6 +325,9 @@ func (sc *StreamConsumer) take(ctx context.Context) bool {
 func (sc *StreamConsumer) run(ctx context.Context) {
 	defer close(sc.done)
 	defer sc.r.Close()
+	if sc.hq != nil {
+		defer sc.hq.AddHistoryReaders(-1)
+	}
 	for {
 		c, err := sc.r.Next(ctx)
 		if err != nil {
@@ -339,11 +350,17 @@ func (sc *StreamConsumer) run(ctx context.Context) {
 			if sc.match != nil && !sc.match(rec) {
 				return true // filtered out: no credit taken
 			}
+			sc.d = Delivery{Stream: sc, ConsumerTag: sc.tag, ID: first + i, RoutingKey: sc.stream, Body: rec}
+			if sc.hq != nil {
+				if err := sc.dec.Fill(&sc.d, rec, first+i); err != nil {
+					sc.log.Warn("history reader: unreadable record skipped", "queue", sc.stream, "offset", first+i, "err", err)
+					return true
+				}
+			}
 			if !sc.take(ctx) {
 				stopped = true
 				return false
 			}
-			sc.d = Delivery{Stream: sc, ConsumerTag: sc.tag, ID: first + i, RoutingKey: sc.stream, Body: rec}
 			sc.sink.Deliver(&sc.d)
 			return true
 		})

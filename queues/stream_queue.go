@@ -54,6 +54,7 @@ var otherQueueTypeArgs = map[string]bool{
 	"x-quorum-initial-group-size": true, "x-member-placement-tag": true, "x-delivery-limit": true,
 	"x-consumer-disconnected-timeout": true, "x-consumer-timeout": true,
 	"x-delayed-retry-type": true, "x-delayed-retry-min": true, "x-delayed-retry-max": true,
+	"x-history-max-age": true, "x-history-max-length-bytes": true, // Warren's queue history: a stream is all history
 }
 
 // streamTypeModule is how RabbitMQ's texts name the stream queue type.

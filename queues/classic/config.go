@@ -1,6 +1,11 @@
 package classic
 
-import "github.com/warren-mq/warren/internal/amqptab"
+import (
+	"time"
+
+	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/queues/policy"
+)
 
 // A classic queue's effective settings: its declare arguments combined
 // with the policy that applies to it (the broker's Args), as
@@ -42,7 +47,15 @@ type queueConfig struct {
 	// deliveryLimit is a quorum queue's delivery limit; -1: unlimited
 	// (quorum.go).
 	deliveryLimit int64
+	// histAge and histBytes are the history limits (history.go):
+	// x-history-max-age and x-history-max-length-bytes; 0: not set.
+	// With neither set the queue keeps no history.
+	histAge   time.Duration
+	histBytes int64
 }
+
+// history reports whether the queue keeps its settled history.
+func (c *queueConfig) history() bool { return c.histAge > 0 || c.histBytes > 0 }
 
 // limited reports whether a length limit applies.
 func (c *queueConfig) limited() bool { return c.maxLen >= 0 || c.maxBytes >= 0 }
@@ -93,6 +106,12 @@ func (q *Queue) resolveConfig() *queueConfig {
 	if v, ok := get("dead-letter-routing-key"); ok {
 		c.dlrk, c.hasDLRK = amqptab.DecodedString(v)
 	}
+	c.histBytes = max(intOr("history-max-length-bytes", 0), 0)
+	if v, ok := get("history-max-age"); ok {
+		if s, ok := amqptab.DecodedString(v); ok {
+			c.histAge, _ = policy.ParseMaxAge(s)
+		}
+	}
 	c.deliveryLimit = -1
 	if kind == TypeQuorum {
 		c.deliveryLimit = deliveryLimitOf(get("delivery-limit"))
@@ -127,6 +146,9 @@ func (q *Queue) ApplyConfig() {
 	old := q.cfg.Swap(c)
 	if old.expires != c.expires {
 		q.touchLocked() // rabbit_amqqueue_process:init_exp restarts the timer
+	}
+	if old.histAge != c.histAge || old.histBytes != c.histBytes {
+		q.scheduleLocked() // the sweep applies the new history limits
 	}
 	q.dropHeadLocked()
 }

@@ -3,7 +3,9 @@
 // RabbitMQ's classic and quorum queues apply to it: prefetch and
 // channel-wide limits, consumer priorities and single active consumer,
 // requeues, TTL and x-expires, length limits, priorities, dead-lettering
-// with the x-death history, and quorum delivery counting. A durable
+// with the x-death history, quorum delivery counting, and queue history
+// (settled messages kept in the log within x-history-max-age and
+// x-history-max-length-bytes, readable like a stream). A durable
 // queue's ack state is kept in memory and persisted in batches by the
 // broker's Persister; after a crash, what was delivered but not acked is
 // redelivered, never lost.
@@ -30,6 +32,8 @@
 //	limits.go   x-max-length, x-max-length-bytes, x-overflow
 //	dlx.go      dead-lettering; death.go: the dead-lettered record and x-death
 //	quorum.go   what a quorum queue does differently
+//	history.go  queue history: keeping settled segments within the
+//	            history limits, and what history readers need
 //	config.go   the effective settings: arguments and policy
 //	record.go   the log record codec
 //	persist.go  the Persister: writing the ack state
@@ -107,4 +111,17 @@
 // have been delivered (persist.go). The counts are a quorum queue's
 // delivery counts, an empty list for a classic queue. What recovery makes
 // of the ack state and the log is in recover.go.
+//
+// # History
+//
+// A queue with history limits (history.go) keeps its settled messages
+// in its log: the sweep deletes a sealed segment only when it is wholly
+// below the head and outside the limits (osiris.Stream.RetentionFloor).
+// Nothing about the history is stored anywhere but in the log: its range
+// and size are the log's, the limits are arguments or policy, so the
+// formats above are unchanged and recovery is the same. A history
+// reader (package queues) reads the log records with its own osiris
+// reader and never touches the queue's state; HistoryDecoder turns a
+// record into a Delivery (Delivery.History) whose properties carry the
+// record's offset as the x-stream-offset header.
 package classic

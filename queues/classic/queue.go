@@ -76,7 +76,12 @@ type Delivery struct {
 	// credit back), ID is the record's offset, Body an AMQP 1.0 message
 	// (the front end converts it) and RoutingKey the stream's name, for
 	// records that carry no routing key of their own.
-	Stream        Settler
+	Stream Settler
+	// History is set, with Stream, for a record a queue's history reader
+	// read (history.go): the message fields are as for Queue (a queue
+	// record, not an AMQP 1.0 message), ID is the record's offset, and
+	// Props carry it as the x-stream-offset header.
+	History       bool
 	ConsumerTag   string
 	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
 	Redelivered   bool
@@ -188,6 +193,8 @@ type Queue struct {
 	cfg atomic.Pointer[queueConfig]
 	// cycleLogged: a dead-letter cycle drop was logged.
 	cycleLogged atomic.Bool
+	// histReaders counts the attached history readers (history.go).
+	histReaders atomic.Int64
 	// ttlTimer runs ttlTick, expTimer expiresTick; created lazily and
 	// armed under mu.
 	ttlTimer *time.Timer
@@ -532,13 +539,15 @@ type pubBatch struct {
 	doneFn func(osiris.Result) // pb.done, bound once
 	at     int64               // enqueue instant: when submitted, Unix ms
 	ttl    int64               // the queue's message TTL then
+	hist   bool                // the queue kept its history then
 }
 
 func (pb *pubBatch) submit() {
 	if pb.doneFn == nil {
 		pb.doneFn = pb.done
 	}
-	pb.at, pb.ttl = pb.q.nowMs(), pb.q.config().ttl
+	c := pb.q.config()
+	pb.at, pb.ttl, pb.hist = pb.q.nowMs(), c.ttl, c.history()
 	pb.batch.Done = pb.doneFn
 	if err := pb.q.log.Submit(&pb.batch); err != nil {
 		if errors.Is(err, osiris.ErrClosed) {
@@ -615,6 +624,9 @@ func (q *Queue) stored(pb *pubBatch, r osiris.Result) {
 	q.unreserveLocked(pb.metas)
 	q.enqueueLocked(ids, metas, pb.at, pb.ttl)
 	q.dropHeadLocked()
+	if pb.hist {
+		q.scheduleLocked() // the log grew: history limits may let settled segments go
+	}
 	if len(q.mu.zeros) > 0 && !q.consumerCanTakeLocked() {
 		q.expireZerosLocked()
 	}
@@ -925,10 +937,15 @@ func (q *Queue) markDirtyLocked() {
 
 // scheduleLocked arms the sweep timer unless it is armed.
 // REQUIRES: q.mu held.
-func (q *Queue) scheduleLocked() {
+func (q *Queue) scheduleLocked() { q.scheduleInLocked(persistInterval) }
+
+// scheduleInLocked arms the sweep timer to run after d unless it is
+// armed.
+// REQUIRES: q.mu held.
+func (q *Queue) scheduleInLocked(d time.Duration) {
 	if !q.mu.timerSet && !q.mu.persistDone {
 		q.mu.timerSet = true
-		q.timer.Reset(persistInterval)
+		q.timer.Reset(d)
 	}
 }
 

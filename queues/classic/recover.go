@@ -181,7 +181,9 @@ func (q *Queue) persistTick() {
 	}
 }
 
-// sweep deletes the log segments wholly below the head and closes
+// sweep deletes the log segments wholly below the head (and, for a
+// queue that keeps its history, outside the history limits: history.go)
+// and closes
 // basic.get's reader when no Get used it since the last run. (A crash
 // between a deletion and the persisting of the acks that allowed it
 // loses nothing: recovery takes what is missing from the log as
@@ -198,11 +200,23 @@ func (q *Queue) sweep() error {
 	head := q.mu.settled.FirstGap(0)
 	q.mu.Unlock()
 
+	cut, cfg := head, q.config()
 	var err error
-	if q.log.CanTruncateBefore(head) {
-		if _, err = q.log.TruncateBefore(head); errors.Is(err, osiris.ErrClosed) {
-			err = nil
+	if cfg.history() {
+		cut, err = q.historyCut(cfg, head)
+	}
+	if q.log.CanTruncateBefore(cut) {
+		var terr error
+		if _, terr = q.log.TruncateBefore(cut); errors.Is(terr, osiris.ErrClosed) {
+			terr = nil
 		}
+		err = errors.Join(err, terr)
+	}
+	if cfg.history() && cfg.histAge > 0 && q.log.CanTruncateBefore(head) {
+		// Settled segments wait for their age: look again later.
+		q.mu.Lock()
+		q.scheduleInLocked(historySweepInterval(cfg.histAge))
+		q.mu.Unlock()
 	}
 
 	// Close basic.get's reader once Gets stop.

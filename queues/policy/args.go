@@ -29,11 +29,14 @@ import (
 //	stream-max-segment-size-bytes,
 //	stream-filter-size-bytes
 //	alternate-exchange (exchange)  arg                      rabbit_exchange:process_alternate/2
+//	history-max-length-bytes       min      min     -       Warren's queue history
+//	history-max-age                age      age     -       Warren's queue history
 //
 // min: the smaller of the two; dl: the smaller, unless either is negative
 // (unlimited), then the larger; arg: the argument wins; policy: the
-// policy wins. "-" marks a key the queue type does not read (and, for
-// policies, refuses: see unsupported); EffectiveQueueArg still
+// policy wins; age: the shorter of two max-age durations (the one that
+// parses, when only one does). "-" marks a key the queue type does not
+// read (and, for policies, refuses: see unsupported); EffectiveQueueArg still
 // answers for it, with the rule of the type that reads it. A key not in
 // the table resolves as rabbit_policy:get_arg/3 does: the argument wins.
 // When only one side has the key, it is the value.
@@ -49,6 +52,7 @@ const (
 	rulePolicy
 	ruleMin
 	ruleDeliveryLimit
+	ruleMinAge
 )
 
 // precedence returns the rule for a policy key on a queue of type typ
@@ -58,6 +62,10 @@ func precedence(typ, key string) argRule {
 	case "message-ttl", "expires", "max-length", "consumer-timeout",
 		"consumer-disconnected-timeout", "delayed-retry-min", "delayed-retry-max":
 		return ruleMin
+	case "history-max-length-bytes":
+		return ruleMin
+	case "history-max-age":
+		return ruleMinAge
 	case "max-length-bytes":
 		if typ == KindStream {
 			return rulePolicy
@@ -119,6 +127,15 @@ func EffectiveQueueArg(typ, key string, args map[string]any, pol Policy) (any, b
 	switch precedence(typ, key) {
 	case rulePolicy:
 		return pv, true
+	case ruleMinAge:
+		as, _ := av.(string)
+		ps, _ := pv.(string)
+		a, aok := ParseMaxAge(as)
+		p, pok := ParseMaxAge(ps)
+		if pok && (!aok || p < a) {
+			return pv, true
+		}
+		return av, true
 	case ruleMin, ruleDeliveryLimit:
 		a, aok := av.(int64)
 		p, pok := pv.(int64)

@@ -201,6 +201,7 @@ var unsupported = map[string][]string{
 		"max-length", "max-in-memory-length", "max-in-memory-bytes", "overflow",
 		"queue-mode", "delivery-limit", "queue-master-locator",
 		"dead-letter-strategy", "target-group-size",
+		"history-max-age", "history-max-length-bytes", // a stream is all history
 	},
 }
 

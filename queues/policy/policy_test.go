@@ -76,6 +76,10 @@ func TestCompile(t *testing.T) {
 		{Policy{Pattern: ".*", Definition: map[string]any{"max-age": "0D"}}, []string{`<<"0D">> is not a valid max age`}},
 		{Policy{Pattern: ".*", Definition: map[string]any{"max-age": "7d"}}, []string{`<<"7d">> is not a valid max age`}},
 		{Policy{Pattern: ".*", Definition: map[string]any{"max-age": 7}}, []string{`7 is not a valid max age`}},
+		{Policy{Pattern: ".*", Definition: map[string]any{"history-max-age": "7d"}}, []string{`<<"7d">> is not a valid history max age`}},
+		{Policy{Pattern: ".*", Definition: map[string]any{"history-max-age": 7}}, []string{`7 is not a valid history max age`}},
+		{Policy{Pattern: ".*", Definition: map[string]any{"history-max-length-bytes": -1}}, []string{"-1 is not a valid history maximum length in bytes"}},
+		{Policy{Pattern: ".*", Definition: map[string]any{"history-max-length-bytes": "1MB"}}, []string{`<<"1MB">> is not a valid history maximum length in bytes`}},
 		{Policy{Pattern: ".*", Definition: map[string]any{"stream-max-segment-size-bytes": 3_000_000_001}},
 			[]string{"3000000001 is not a valid segment size"}},
 		{Policy{Pattern: ".*", Definition: map[string]any{"stream-filter-size-bytes": 15}},
@@ -240,6 +244,15 @@ func TestApplyTo(t *testing.T) {
 	}
 	if got := effective(s, "q", KindStream); got != "" {
 		t.Errorf("stream under a delivery-limit policy: got %q", got)
+	}
+	s = without(t, s, "dl")
+
+	// History is for classic and quorum queues: a stream is all history.
+	s = with(t, s, "hist", ".*", ApplyAll, 1, map[string]any{"history-max-age": "7D", "history-max-length-bytes": 1 << 20})
+	for kind, want := range map[string]string{KindExchange: "hist", KindClassic: "hist", KindQuorum: "hist", KindStream: ""} {
+		if got := effective(s, "q", kind); got != want {
+			t.Errorf("history policy, %s: got %q, want %q", kind, got, want)
+		}
 	}
 }
 

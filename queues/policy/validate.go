@@ -114,14 +114,7 @@ var validators = map[string]validator{
 	"queue-version":                 {intIn(1, 2), "%s is not a valid queue-version value"},
 	"overflow":                      {oneOf("drop-head", "reject-publish", "reject-publish-dlx"), "%s is not a valid overflow value"},
 	"delivery-limit":                {anyInt, "%s is not a valid delivery limit"},
-	"max-age": {func(v any) (any, bool) {
-		s, ok := amqptab.DecodedString(v)
-		if !ok || s == "" || s[0] < '0' || s[0] > '9' {
-			return s, false
-		}
-		_, ok = ParseMaxAge(s) // rabbit_amqqueue:check_max_age/1
-		return s, ok
-	}, "%s is not a valid max age"},
+	"max-age":                       {validMaxAge, "%s is not a valid max age"},
 	"stream-max-segment-size-bytes": {intIn(0, MaxStreamSegmentSize), "%s is not a valid segment size"},
 	"stream-filter-size-bytes":      {intIn(16, 255), "%s is not a valid filter size. Valid range is 16-255"},
 	"queue-leader-locator":          {oneOf("client-local", "balanced", "random", "least-leaders"), "%s is not a valid queue leader locator value"},
@@ -135,6 +128,20 @@ var validators = map[string]validator{
 	"delayed-retry-type": {oneOf("all", "failed", "returned", "disabled"), "%s is not a valid delayed retry type. Must be one of: all, failed, returned, disabled"},
 	"delayed-retry-min":  {intAtLeast(1), "%s is not a valid delayed retry minimum delay. Must be a positive integer"},
 	"delayed-retry-max":  {intAtLeast(1), "%s is not a valid delayed retry maximum delay. Must be a positive integer"},
+	// Warren's queue history (classic and quorum queues), with the
+	// checks of max-age and max-length-bytes.
+	"history-max-age":          {validMaxAge, "%s is not a valid history max age"},
+	"history-max-length-bytes": {intAtLeast(0), "%s is not a valid history maximum length in bytes"},
+}
+
+// validMaxAge is rabbit_amqqueue:check_max_age/1 on a definition value.
+func validMaxAge(v any) (any, bool) {
+	s, ok := amqptab.DecodedString(v)
+	if !ok || s == "" || s[0] < '0' || s[0] > '9' {
+		return s, false
+	}
+	_, ok = ParseMaxAge(s)
+	return s, ok
 }
 
 // validateDefinition checks a definition as rabbit_policy:validation/3
