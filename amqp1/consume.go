@@ -336,7 +336,7 @@ func (l *outLink) convert(d *queues.Delivery) []byte {
 	}
 	// The delivery count goes in the header, not as 0-9-1's
 	// x-delivery-count header (RabbitMQ 4.x).
-	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, queues.AnnotatedProps(nil, d), d.Body, d.Redelivered, d.DeliveryCount)
+	out, _, err := msgconv.AppendAMQP10Delivery(nil, d.Exchange, d.RoutingKey, queues.AnnotatedProps(nil, d), d.AMQP10Props, d.Body, d.Redelivered, d.DeliveryCount)
 	if err != nil {
 		return amqp10.AppendBinary(amqp10.AppendDescriptor(nil, amqp10.DescData), d.Body)
 	}

@@ -378,3 +378,79 @@ func TestInteropStreamClientTo10(t *testing.T) {
 		t.Fatal("no 0-9-1 delivery")
 	}
 }
+
+// Ensure an AMQP 1.0 message keeps its whole properties section through
+// classic and quorum queues and through dead-lettering, for AMQP 1.0
+// consumers: the fields 0-9-1 properties cannot carry (to, subject,
+// absolute-expiry-time, group-sequence, reply-to-group-id), the
+// milliseconds of creation-time and the types of ids, as RabbitMQ 4.x
+// (which keeps the 1.0 message) returns them.
+func TestRoundTrip10ThroughQueues(t *testing.T) {
+	tb := startBroker(t, Config{})
+	ch := tb.channel(t)
+	declare(t, ch, "dead", nil)
+	declare(t, ch, "cq", amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+	declare(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum"})
+	_, s := tb.dial(t, nil)
+	to, subject, replyTo, group, rgroup := "/queues/somewhere", "the-subject", "/queues/replies", "g", "rg"
+	ctype := "application/json"
+	created := time.UnixMilli(1_700_000_000_123).UTC()
+	expires := time.UnixMilli(1_800_000_000_456).UTC()
+	seq := uint32(42)
+	props := &goamqp.MessageProperties{
+		MessageID:          uint64(77),
+		CorrelationID:      goamqp.UUID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		To:                 &to,
+		Subject:            &subject,
+		ReplyTo:            &replyTo,
+		ContentType:        &ctype,
+		CreationTime:       &created,
+		AbsoluteExpiryTime: &expires,
+		GroupID:            &group,
+		GroupSequence:      &seq,
+		ReplyToGroupID:     &rgroup,
+	}
+	check := func(t *testing.T, what string, p *goamqp.MessageProperties) {
+		t.Helper()
+		if p == nil {
+			t.Fatalf("%s: no properties", what)
+		}
+		got := []any{p.MessageID, p.CorrelationID, *p.To, *p.Subject, *p.ReplyTo, *p.ContentType, p.CreationTime.UTC(), p.AbsoluteExpiryTime.UTC(), *p.GroupID, *p.GroupSequence, *p.ReplyToGroupID}
+		want := []any{uint64(77), props.CorrelationID, to, subject, replyTo, ctype, created, expires, group, seq, rgroup}
+		equal(t, what, got, want)
+	}
+	receive := func(t *testing.T, q string) (*goamqp.Receiver, *goamqp.Message) {
+		t.Helper()
+		rcv, err := s.NewReceiver(ctxT(t), "/queues/"+q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := rcv.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rcv, m
+	}
+	for _, q := range []string{"cq", "qq"} {
+		snd, err := s.NewSender(ctxT(t), "/queues/"+q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := goamqp.NewMessage([]byte("body"))
+		m.Properties = props
+		sendAccepted(t, snd, m)
+		rcv, got := receive(t, q)
+		check(t, q, got.Properties)
+		if q == "cq" {
+			// Dead-lettered, it keeps them too.
+			if err := rcv.RejectMessage(ctxT(t), got, nil); err != nil {
+				t.Fatal(err)
+			}
+			_, dl := receive(t, "dead")
+			check(t, "dead-lettered", dl.Properties)
+			if string(dl.GetData()) != "body" {
+				t.Fatalf("dead-lettered body %q", dl.GetData())
+			}
+		}
+	}
+}

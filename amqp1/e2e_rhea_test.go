@@ -291,14 +291,16 @@ func TestRheaRoundTrip(t *testing.T) {
 			}
 			m := out.Got[0]
 			// A stream stores the AMQP 1.0 message; classic and quorum
-			// queues the AMQP 0-9-1 conversion (msgconv.To091), which
-			// has no place for the subject (RabbitMQ's mc_amqpl drops it
-			// too, but RabbitMQ keeps the 1.0 message in every queue
-			// type), and gives booleans back in the two-byte form
-			// (0x56), which rhea reads as the number 1.
+			// queues the AMQP 0-9-1 conversion (msgconv.To091) with the
+			// 1.0 properties section beside it, so the subject comes
+			// back as sent, as RabbitMQ (which keeps the 1.0 message)
+			// gives it; application properties come from the 0-9-1
+			// headers, booleans in the two-byte form (0x56, as
+			// RabbitMQ's mc_amqpl writes them), which rhea reads as the
+			// number 1.
 			subject, boolean := "subj", any(true)
 			if q != "stream-rt" {
-				subject, boolean = "", 1.0
+				boolean = 1.0
 			}
 			equal(t, "data body", m.Body, body{"data", "data-body"})
 			equal(t, "properties", []any{m.MessageID, m.CorrelationID, m.ContentType, m.ContentEncoding, m.Subject, m.ReplyTo, m.GroupID, m.CreationTime, m.UserID},

@@ -369,7 +369,14 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 	}
 	ctr.Routed.Add(1)
 	persistent := pv.Flags&wire.FlagDeliveryMode != 0 && pv.DeliveryMode == 2
-	rec := queues.EncodeRecord(nil, &queues.Message{Exchange: tgt.exchange, RoutingKey: tgt.key, Props: d.Props, Body: d.Body, Persistent: persistent})
+	// The properties section goes in the record as published, for 1.0
+	// consumers (0-9-1 ones read Props): RabbitMQ 4.x keeps the 1.0
+	// message whole.
+	var props10 []byte
+	if m.Properties != nil && m.Properties.Set != 0 {
+		props10, _ = m.Properties.AppendTo(nil)
+	}
+	rec := queues.EncodeRecord(nil, &queues.Message{Exchange: tgt.exchange, RoutingKey: tgt.key, Props: d.Props, AMQP10Props: props10, Body: d.Body, Persistent: persistent})
 	pd := &pubDone{s: s, link: l, id: id, settled: settled, credit: int64(len(msg)) + flow.MessageOverhead}
 	if !settled {
 		l.unconfirmed.Add(1)

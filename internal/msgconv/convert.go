@@ -93,7 +93,7 @@ const (
 // x-stream-filter-value header when that is a UTF-8 string; nil for
 // none). props must have been validated (the publish path scanned them).
 func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte, []byte, error) {
-	return AppendAMQP10Delivery(dst, exchange, key, props, body, false, 0)
+	return AppendAMQP10Delivery(dst, exchange, key, props, nil, body, false, 0)
 }
 
 // AppendAMQP10Delivery is AppendAMQP10 for a delivery to an AMQP 1.0
@@ -101,7 +101,13 @@ func AppendAMQP10(dst []byte, exchange, key string, props, body []byte) ([]byte,
 // first-acquirer false when the message was delivered before
 // (redelivered, a delivery count, or dead-lettered: an x-death header),
 // as mc_amqp's update_header_from_anns sets them.
-func AppendAMQP10Delivery(dst []byte, exchange, key string, props, body []byte, redelivered bool, deliveryCount uint32) ([]byte, []byte, error) {
+//
+// props10, when set, is the properties section the message was published
+// with over AMQP 1.0 (queues.Message.AMQP10Props): it goes out as it came
+// in, instead of the one props convert to (which loses to, subject,
+// absolute-expiry-time, group-sequence, reply-to-group-id, the
+// milliseconds of creation-time and the types of non-string ids).
+func AppendAMQP10Delivery(dst []byte, exchange, key string, props, props10, body []byte, redelivered bool, deliveryCount uint32) ([]byte, []byte, error) {
 	p, err := wire.ParseProperties(props)
 	if err != nil {
 		return dst, nil, err
@@ -218,7 +224,9 @@ func AppendAMQP10Delivery(dst []byte, exchange, key string, props, body []byte, 
 		pr.Set |= amqp10.PropGroupID
 		pr.GroupID = p.AppID
 	}
-	if pr.Set != 0 {
+	if props10 != nil {
+		dst = append(dst, props10...)
+	} else if pr.Set != 0 {
 		if dst, err = pr.AppendTo(dst); err != nil {
 			return dst, nil, err
 		}

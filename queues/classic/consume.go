@@ -368,5 +368,6 @@ func (s *strCaches) fill(d *Delivery, q *Queue, tag string, t *taken) {
 		Props:         t.rec.props,
 		Body:          t.rec.body,
 		Annotations:   t.anns,
+		AMQP10Props:   t.rec.props10,
 	}
 }

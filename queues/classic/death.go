@@ -214,7 +214,7 @@ func buildDeadLetter(rec record, queue string, reason deathReason, dlx, dlrk str
 	if hasDLRK || rec.keysOnly {
 		flags |= recKeysOnly
 	}
-	dl.rec = encodeRecord(nil, flags, dlx, dl.route.Keys[0], props, rec.body)
+	dl.rec = encodeRecord(nil, flags, dlx, dl.route.Keys[0], props, rec.props10, rec.body)
 	if dl.route.Headers, _, err = amqptab.ReadTable(table); err != nil {
 		return nil, err
 	}

@@ -72,12 +72,17 @@
 // a message: its x-death header is the broker's death history (death.go);
 // a client's x-death header is not. Bit 2 (recKeysOnly) says the
 // message's routing keys are its routing key alone, not also its CC
-// header (it was dead-lettered with x-dead-letter-routing-key). The other
-// bits are zero; bits 1 and 2 came with dead-lettering (a reader that
-// predates them drops such records as malformed). exchange and routing
-// key are AMQP shortstrs. properties are the content header's property
-// flags (u16) and values exactly as consumers get them. The body is the
-// rest of the record. Integers are big-endian. EncodeRecord writes the
+// header (it was dead-lettered with x-dead-letter-routing-key). Bit 3
+// (recAMQP10) says a u32 length and an AMQP 1.0 properties section
+// follow the properties: the section a message published over AMQP 1.0
+// came with, which AMQP 1.0 consumers get back as sent (0-9-1 properties
+// have no place for to, subject, absolute-expiry-time, group-sequence,
+// reply-to-group-id, and keep creation-time in seconds); 0-9-1 consumers
+// never see it. The other bits are zero; bits 1 to 3 came later (a
+// reader that predates one drops such records as malformed). exchange
+// and routing key are AMQP shortstrs. properties are the content header's
+// property flags (u16) and values exactly as consumers get them. The body
+// is the rest of the record. Integers are big-endian. EncodeRecord writes the
 // entry, so one encoded message is appended as is to every queue it is
 // routed to.
 //

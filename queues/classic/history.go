@@ -161,6 +161,7 @@ func (h *HistoryDecoder) Fill(d *Delivery, rec []byte, offset uint64) error {
 	props := h.props
 	d.ID, d.History = offset, true
 	d.Exchange, d.RoutingKey, d.Props, d.Body = h.strs.exchange, h.strs.routingKey, props, r.body
+	d.AMQP10Props = r.props10
 	return nil
 }
 

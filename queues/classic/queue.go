@@ -62,9 +62,15 @@ type Message struct {
 	RoutingKey string
 	// Props are the AMQP 0-9-1 content-header properties exactly as they
 	// go to consumers: property flags (u16) followed by the values.
-	Props      []byte
-	Body       []byte
-	Persistent bool // delivery-mode 2
+	Props []byte
+	// AMQP10Props is the properties section of a message published over
+	// AMQP 1.0, kept beside Props when it holds what 0-9-1 properties
+	// cannot (to, subject, absolute-expiry-time, group-sequence,
+	// reply-to-group-id), so AMQP 1.0 consumers get it back as sent, as
+	// RabbitMQ 4.x keeps the 1.0 message; nil otherwise.
+	AMQP10Props []byte
+	Body        []byte
+	Persistent  bool // delivery-mode 2
 }
 
 // Delivery is a message handed to a consumer or to basic.get. Its slices
@@ -89,7 +95,9 @@ type Delivery struct {
 	// Annotations are headers added to the message since it was stored
 	// (an AMQP 1.0 modified outcome on a quorum queue): DeliveryProps
 	// and AnnotatedProps merge them into Props.
-	Annotations  []HeaderEntry
+	Annotations []HeaderEntry
+	// AMQP10Props is Message.AMQP10Props of the stored message.
+	AMQP10Props  []byte
 	Exchange     string
 	RoutingKey   string
 	Props        []byte

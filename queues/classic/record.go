@@ -15,7 +15,8 @@ const (
 	recPersistent   = 0x01 // flags: delivery-mode 2
 	recDeadLettered = 0x02 // flags: written by dead-lettering; x-death is the broker's
 	recKeysOnly     = 0x04 // flags: the routing keys are the routing key alone (not CC)
-	recFlagsKnown   = recPersistent | recDeadLettered | recKeysOnly
+	recAMQP10       = 0x08 // flags: an AMQP 1.0 properties section follows the props
+	recFlagsKnown   = recPersistent | recDeadLettered | recKeysOnly | recAMQP10
 
 	recFixedSize = 1 + 1 + 1 + 4 // flags, two shortstr lengths, props length
 )
@@ -39,13 +40,19 @@ func EncodeRecord(dst []byte, m *Message) []byte {
 	if m.Persistent {
 		flags |= recPersistent
 	}
-	return encodeRecord(dst, flags, m.Exchange, m.RoutingKey, m.Props, m.Body)
+	return encodeRecord(dst, flags, m.Exchange, m.RoutingKey, m.Props, m.AMQP10Props, m.Body)
 }
 
 // encodeRecord appends a record with flags as a segment simple entry.
-func encodeRecord(dst []byte, flags byte, exchange, routingKey string, props, body []byte) []byte {
+// props10, when set, is kept after props (flag recAMQP10).
+func encodeRecord(dst []byte, flags byte, exchange, routingKey string, props, props10, body []byte) []byte {
+	if props10 != nil {
+		flags |= recAMQP10
+	} else {
+		flags &^= recAMQP10
+	}
 	// One allocation of the exact size, not a growth per field.
-	dst = slices.Grow(dst, 4+recFixedSize+min(len(exchange), 255)+min(len(routingKey), 255)+len(props)+len(body))
+	dst = slices.Grow(dst, 4+recFixedSize+min(len(exchange), 255)+min(len(routingKey), 255)+len(props)+4+len(props10)+len(body))
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // entry size, filled in below
 	dst = append(dst, flags)
@@ -53,6 +60,10 @@ func encodeRecord(dst []byte, flags byte, exchange, routingKey string, props, bo
 	dst = appendShortStr(dst, routingKey)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(props)))
 	dst = append(dst, props...)
+	if props10 != nil {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(props10)))
+		dst = append(dst, props10...)
+	}
 	dst = append(dst, body...)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
@@ -74,6 +85,7 @@ type record struct {
 	exchange     []byte
 	routingKey   []byte
 	props        []byte
+	props10      []byte // recAMQP10: the AMQP 1.0 properties section as published; nil otherwise
 	body         []byte
 }
 
@@ -110,7 +122,20 @@ func parseRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("properties of %d bytes: %w", pl, errBadRecord)
 	}
 	r.props = b[p : p+int(pl)]
-	r.body = b[p+int(pl):]
+	p += int(pl)
+	if b[0]&recAMQP10 != 0 {
+		if len(b)-p < 4 {
+			return r, fmt.Errorf("no AMQP 1.0 properties length: %w", errBadRecord)
+		}
+		n := binary.BigEndian.Uint32(b[p:])
+		p += 4
+		if uint64(n) > uint64(len(b)-p) {
+			return r, fmt.Errorf("AMQP 1.0 properties of %d bytes: %w", n, errBadRecord)
+		}
+		r.props10 = b[p : p+int(n) : p+int(n)]
+		p += int(n)
+	}
+	r.body = b[p:]
 	return r, nil
 }
 
