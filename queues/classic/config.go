@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/internal/amqptab"
-	"github.com/warren-mq/warren/queues/policy"
+	"github.com/warren-mq/warren/queues/internal/fieldval"
 )
 
 // A classic queue's effective settings: its declare arguments combined
@@ -109,7 +109,7 @@ func (q *Queue) resolveConfig() *queueConfig {
 	c.histBytes = max(intOr("history-max-length-bytes", 0), 0)
 	if v, ok := get("history-max-age"); ok {
 		if s, ok := amqptab.DecodedString(v); ok {
-			c.histAge, _ = policy.ParseMaxAge(s)
+			c.histAge, _ = fieldval.ParseMaxAge(s)
 		}
 	}
 	c.deliveryLimit = -1

@@ -289,3 +289,38 @@ func AppendValue(b []byte, v any) []byte {
 	}
 	return AppendString(b, fmt.Sprintf("%#v", v))
 }
+
+// ParseMaxAge parses RabbitMQ's max-age form, of the x-max-age argument
+// and the max-age policy key: a positive integer and a unit, Y (365 days),
+// M (30 days), D, h, m or s. It reports false for anything else, and for
+// an age that does not fit a time.Duration.
+func ParseMaxAge(s string) (time.Duration, bool) {
+	if len(s) < 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'Y':
+		unit = 365 * 24 * time.Hour
+	case 'M':
+		unit = 30 * 24 * time.Hour
+	case 'D':
+		unit = 24 * time.Hour
+	case 'h':
+		unit = time.Hour
+	case 'm':
+		unit = time.Minute
+	case 's':
+		unit = time.Second
+	default:
+		return 0, false
+	}
+	if n > int64(1<<63-1)/int64(unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
