@@ -2,6 +2,7 @@ package amqp1
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -313,9 +314,9 @@ func declareQueueError(err error) error {
 	switch qe.Code {
 	case queues.CodePreconditionFailed:
 		switch {
-		case strings.Contains(text, "queue limit in vhost"):
+		case errors.Is(err, queues.ErrQueueLimit):
 			return &mgmtError{status: "403", text: text}
-		case strings.HasPrefix(text, "invalid property '"), strings.HasPrefix(text, "Cannot declare a server-named"):
+		case errors.Is(err, queues.ErrTypeProperty):
 			return &mgmtError{status: "400", text: text}
 		}
 		return &mgmtError{status: "409", text: text}

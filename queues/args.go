@@ -15,6 +15,13 @@ import (
 // (PRECONDITION_FAILED; qerr.ErrInvalidArgument).
 var ErrInvalidArgument = qerr.ErrInvalidArgument
 
+// ErrQueueLimit and ErrTypeProperty tell apart declare refusals of the
+// same code (qerr's).
+var (
+	ErrQueueLimit   = qerr.ErrQueueLimit
+	ErrTypeProperty = qerr.ErrTypeProperty
+)
+
 // StreamConfig maps RabbitMQ stream arguments, as the stream protocol's
 // Create sends them, to an osiris.Config.
 func StreamConfig(args map[string]string) (osiris.Config, error) {

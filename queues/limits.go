@@ -146,7 +146,7 @@ func (b *Broker) checkQueueLimitLocked(vhost, name string, n int) error {
 		return nil
 	}
 	if limit == 0 || int64(b.QueueCount(vhost)+n) > limit {
-		return Errorf(CodePreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vhost, limit)
+		return Errorf(CodePreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, vhost, limit).Because(ErrQueueLimit)
 	}
 	return nil
 }

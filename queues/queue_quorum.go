@@ -103,16 +103,16 @@ func validateQuorumDeclare(def QueueDef) error {
 	}
 	switch {
 	case def.AutoDelete:
-		return Errorf(CodePreconditionFailed, "invalid property 'auto-delete' for %s", res)
+		return Errorf(CodePreconditionFailed, "invalid property 'auto-delete' for %s", res).Because(ErrTypeProperty)
 	case def.Exclusive:
-		return Errorf(CodePreconditionFailed, "invalid property 'exclusive-owner' for %s", res)
+		return Errorf(CodePreconditionFailed, "invalid property 'exclusive-owner' for %s", res).Because(ErrTypeProperty)
 	case !def.Durable:
-		return Errorf(CodePreconditionFailed, "invalid property 'non-durable' for %s", res)
+		return Errorf(CodePreconditionFailed, "invalid property 'non-durable' for %s", res).Because(ErrTypeProperty)
 	}
 	return nil
 }
 
 // errServerNamedQuorum is the refusal of a server-named quorum queue.
 func errServerNamedQuorum() error {
-	return Errorf(CodePreconditionFailed, "Cannot declare a server-named queue for type %s", quorumTypeModule)
+	return Errorf(CodePreconditionFailed, "Cannot declare a server-named queue for type %s", quorumTypeModule).Because(ErrTypeProperty)
 }

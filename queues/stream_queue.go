@@ -113,7 +113,7 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 		return false, 0, nil
 	}
 	if def.Name == "" {
-		return true, 0, Errorf(CodePreconditionFailed, "Cannot declare a server-named queue for type %s", streamTypeModule)
+		return true, 0, Errorf(CodePreconditionFailed, "Cannot declare a server-named queue for type %s", streamTypeModule).Because(ErrTypeProperty)
 	}
 	if b.queueReg().get(def.VHost, def.Name) != nil {
 		return false, 0, nil // the classic queue's equivalence check answers
@@ -282,11 +282,11 @@ func streamDeclareArgs(o DeclareOptions, def QueueDef) (map[string]string, error
 	}
 	switch {
 	case def.AutoDelete:
-		return nil, Errorf(CodePreconditionFailed, "invalid property 'auto-delete' for %s", res)
+		return nil, Errorf(CodePreconditionFailed, "invalid property 'auto-delete' for %s", res).Because(ErrTypeProperty)
 	case def.Exclusive:
-		return nil, Errorf(CodePreconditionFailed, "invalid property 'exclusive-owner' for %s", res)
+		return nil, Errorf(CodePreconditionFailed, "invalid property 'exclusive-owner' for %s", res).Because(ErrTypeProperty)
 	case !def.Durable:
-		return nil, Errorf(CodePreconditionFailed, "invalid property 'non-durable' for %s", res)
+		return nil, Errorf(CodePreconditionFailed, "invalid property 'non-durable' for %s", res).Because(ErrTypeProperty)
 	}
 	if v, ok := def.Args["x-stream-max-segment-size-bytes"]; ok {
 		if n, _ := argInt(v); n > policy.MaxStreamSegmentSize {

@@ -35,6 +35,14 @@ var (
 	// ErrInvalidArgument is a declare argument RabbitMQ would refuse
 	// (PRECONDITION_FAILED).
 	ErrInvalidArgument = errors.New("queues: invalid argument")
+	// ErrQueueLimit is a declare past the vhost's max-queues (a
+	// PRECONDITION_FAILED that RabbitMQ's HTTP-over-AMQP answers 403).
+	ErrQueueLimit = errors.New("queues: queue limit reached")
+	// ErrTypeProperty is a declare property a queue type refuses
+	// (auto-delete, exclusive, non-durable, a server-named quorum queue or
+	// stream): RabbitMQ's protocol error of the type, which its
+	// HTTP-over-AMQP answers 400 rather than 409.
+	ErrTypeProperty = errors.New("queues: property the queue type refuses")
 )
 
 // Error is a refusal with an AMQP reply code and RabbitMQ's reply text,
@@ -43,12 +51,24 @@ var (
 type Error struct {
 	Code int
 	Text string
+	// Reason, when set, is the sentinel that tells refusals of one code
+	// apart (ErrQueueLimit, ErrTypeProperty); errors.Is matches it.
+	Reason error
+}
+
+// Because sets e's Reason and returns e.
+func (e *Error) Because(reason error) *Error {
+	e.Reason = reason
+	return e
 }
 
 func (e *Error) Error() string { return e.Text }
 
 // Is lets errors.Is match the package sentinels by code.
 func (e *Error) Is(target error) bool {
+	if e.Reason != nil && target == e.Reason {
+		return true
+	}
 	switch target {
 	case ErrNotFound:
 		return e.Code == CodeNotFound
