@@ -120,9 +120,17 @@ const address = (a) => (a === '/management' ? h('span', { class: 'muted' }, a) :
 
 // filters shows an outgoing link's filters by name, each with its
 // descriptor and value in the tooltip.
-const filters = (fs) => (fs || []).map((f) => h('abbr', {
-  class: 'tag', title: `(descriptor: ${f.descriptor}) ${typeof f.value === 'object' ? JSON.stringify(f.value) : f.value}`,
-}, f.name));
+const filters = (fs) => (fs || []).map((f) => h('abbr', { class: 'tag', title: `(descriptor: ${f.descriptor}) ${filterValue(f.value)}` }, f.name));
+
+// filterValue writes a filter's value as RabbitMQ's page does: a map
+// (the API's list of key and value) as {k=v, ...}, a list as [a, b].
+function filterValue(v) {
+  if (Array.isArray(v)) {
+    if (v.length && v[0] && v[0].key !== undefined) return '{' + v.map((kv) => `${kv.key}=${filterValue(kv.value)}`).join(', ') + '}';
+    return '[' + v.map(filterValue).join(', ') + ']';
+  }
+  return v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
 
 // sessionsTable lists an AMQP 1.0 connection's sessions with RabbitMQ
 // 4.x's columns, each followed by its incoming links (the client's

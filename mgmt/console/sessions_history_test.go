@@ -18,12 +18,14 @@ import (
 // Ensure an AMQP 1.0 connection's page shows its sessions and links as
 // RabbitMQ 4.x's does: a Sessions section instead of Channels, one row
 // per session, its incoming links (the client's senders) and outgoing
-// links (its receivers) with their names, addresses, delivery counts,
-// credit and unsettled deliveries, updated by the page's refresh.
+// links (its receivers) with their names, addresses, queues, filters,
+// delivery counts, credit and unsettled deliveries, updated by the
+// page's refresh.
 func TestConsoleAMQP10Sessions(t *testing.T) {
 	tb := mgmttest.Start(t)
 	b := newBrowser(t, tb)
 	apiCall(t, tb, "PUT", "/api/queues/%2F/q10", map[string]any{"durable": true}, nil)
+	apiCall(t, tb, "PUT", "/api/queues/%2F/s10", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "stream"}}, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -53,6 +55,14 @@ func TestConsoleAMQP10Sessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And a stream's reader from its first offset, a filter RabbitMQ
+	// shows by name.
+	strm, err := s2.NewReceiver(ctx, "/queues/s10", &goamqp.ReceiverOptions{Name: "console-stream", Credit: 5,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter("rabbitmq:stream-offset-spec", 0, "first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strm.Close(ctx)
 	var held []*goamqp.Message
 	for range 3 {
 		m, err := rcv.Receive(ctx, nil)
@@ -110,6 +120,22 @@ func TestConsoleAMQP10Sessions(t *testing.T) {
 	}
 	if got := b.text("#sessions .outgoing-links td.credit"); got != "7" {
 		t.Errorf("outgoing link-credit %q", got)
+	}
+	// The stream's reader: second on the same session, its filter
+	// named, with descriptor and value in the tooltip.
+	streamRow := `[...document.querySelectorAll('#sessions .outgoing-links tbody tr')].find((r) => r.innerText.includes('console-stream'))`
+	b.waitJS("the stream reader's row", `!!`+streamRow)
+	if got := b.count("#sessions .outgoing-links tbody tr"); got != 2 {
+		t.Errorf("%d outgoing links, want 2", got)
+	}
+	if got := b.evalString(streamRow + `.querySelector('td.queue').innerText.trim()`); got != "s10" {
+		t.Errorf("stream reader's queue %q", got)
+	}
+	if got := b.evalString(streamRow + `.querySelector('abbr.tag').innerText.trim()`); got != "rabbitmq:stream-offset-spec" {
+		t.Errorf("filter %q", got)
+	}
+	if got := b.evalString(streamRow + `.querySelector('abbr.tag').title`); got != "(descriptor: rabbitmq:stream-offset-spec) first" {
+		t.Errorf("filter tooltip %q", got)
 	}
 	unsettled := `[...document.querySelectorAll('#sessions tr.session td.outgoing-unsettled-deliveries')].map((e) => e.innerText.trim()).sort().join(',')`
 	b.waitJS("3 unsettled deliveries on one session", unsettled+` === '0,3'`)
@@ -260,6 +286,16 @@ func TestConsoleQueueHistory(t *testing.T) {
 	if visible := b.evalBool(`(() => { const s = document.querySelector('#queue-history'); return !!s && s.offsetParent !== null; })()`); visible {
 		t.Error("console-plain shows a History section")
 	}
+}
+
+// evalString evaluates a JavaScript expression.
+func (b *browser) evalString(expr string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
 }
 
 // count is how many elements match a CSS selector.
