@@ -1,5 +1,6 @@
-// Connections (list, a connection's page with its channels or stream
-// publishers and consumers, closing it with a reason) and channels.
+// Connections (list, a connection's page with its channels, AMQP 1.0
+// sessions and links, or stream publishers and consumers, closing it
+// with a reason) and channels.
 
 import { api, enc, get } from './client.js';
 import { facts, field, fill, fmtArgs, fmtBytes, fmtNum, fmtTime, form, h, input, link, notify, route, section, table } from './dom.js';
@@ -68,7 +69,9 @@ export function connectionPage(ctx, name) {
     fill(client, facts(Object.entries(c.client_properties || {}).map(([k, v]) => [k, typeof v === 'object' ? fmtArgs(v) : String(v)])));
     fill(closeNote, c.protocol === 'stream'
       ? 'The socket is closed; as with RabbitMQ, a stream client is not sent the reason (the broker logs it).'
-      : 'The client is told the reason: connection.close with code 320 (CONNECTION_FORCED).');
+      : c.protocol === AMQP10
+        ? 'The client is told the reason: a close frame with the error amqp:internal-error, described as Connection forced: "reason".'
+        : 'The client is told the reason: connection.close with code 320 (CONNECTION_FORCED).');
     if (c.protocol === 'stream') {
       fill(childTitle, 'Publishers and consumers');
       const v = enc(c.vhost);
@@ -90,12 +93,89 @@ export function connectionPage(ctx, name) {
           { title: 'Offset lag', render: (s) => fmtNum(s.offset_lag), cls: 'num' },
           { title: 'Consumed', render: (s) => fmtNum(s.consumed), cls: 'num' },
         ], cons, { empty: 'No consumers.' }));
+    } else if (c.protocol === AMQP10) {
+      // As RabbitMQ 4.x's connection page: sessions instead of channels.
+      const sessions = await get(base + '/sessions');
+      fill(childTitle, `Sessions (${sessions.length})`);
+      fill(children, sessionsTable(sessions, c.vhost));
     } else {
       fill(childTitle, 'Channels');
       fill(children, channelTable(await get(base + '/channels')));
     }
   }
   return { el, refresh };
+}
+
+// AMQP10 is an AMQP 1.0 connection's protocol in the API.
+const AMQP10 = 'AMQP 1-0';
+
+const yesNo = (b) => (b ? '\u25cf' : '\u25cb');
+
+// zero marks a window or credit of 0, as RabbitMQ's page does: the peer
+// cannot send on it until it is raised.
+const zero = (v) => (v === 0 ? h('span', { class: 'zero', title: '0: nothing can be sent until it is raised' }, '0') : fmtNum(v));
+
+// address shows a link's address; the management node's is greyed.
+const address = (a) => (a === '/management' ? h('span', { class: 'muted' }, a) : a || h('span', { class: 'muted', title: 'the null address' }, '\u2013'));
+
+// filters shows an outgoing link's filters by name, each with its
+// descriptor and value in the tooltip.
+const filters = (fs) => (fs || []).map((f) => h('abbr', { class: 'tag', title: `(descriptor: ${f.descriptor}) ${filterValue(f.value)}` }, f.name));
+
+// filterValue writes a filter's value as RabbitMQ's page does: a map
+// (the API's list of key and value) as {k=v, ...}, a list as [a, b].
+function filterValue(v) {
+  if (Array.isArray(v)) {
+    if (v.length && v[0] && v[0].key !== undefined) return '{' + v.map((kv) => `${kv.key}=${filterValue(kv.value)}`).join(', ') + '}';
+    return '[' + v.map(filterValue).join(', ') + ']';
+  }
+  return v !== null && typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+
+// sessionsTable lists an AMQP 1.0 connection's sessions with RabbitMQ
+// 4.x's columns, each followed by its incoming links (the client's
+// senders) and outgoing links (its receivers).
+function sessionsTable(sessions, vhost) {
+  if (!sessions.length) return h('p', { class: 'empty' }, 'No sessions.');
+  const cols = [
+    ['Channel', 'channel_number', fmtNum, 'The session\u2019s channel on the connection'],
+    ['handle-max', 'handle_max', fmtNum], ['next-incoming-id', 'next_incoming_id', fmtNum], ['incoming-window', 'incoming_window', zero],
+    ['next-outgoing-id', 'next_outgoing_id', fmtNum], ['remote-incoming-window', 'remote_incoming_window', zero],
+    ['remote-outgoing-window', 'remote_outgoing_window', fmtNum],
+    ['Outgoing unsettled', 'outgoing_unsettled_deliveries', fmtNum, 'Deliveries sent to the client that it has not settled yet'],
+  ];
+  const rows = [];
+  for (const s of sessions) {
+    rows.push(h('tr', { class: 'session' }, cols.map(([, k, f]) => h('td', { class: 'num ' + k.replace(/_/g, '-') }, f(s[k])))));
+    const inl = s.incoming_links || [];
+    const outl = s.outgoing_links || [];
+    if (!inl.length && !outl.length) continue;
+    rows.push(h('tr', { class: 'links' }, h('td', { colspan: cols.length },
+      inl.length ? [h('h4', null, `Incoming links (${inl.length})`, h('span', { class: 'muted' }, ' \u2013 the client sends')), table([
+        { title: 'Handle', render: (l) => fmtNum(l.handle), cls: 'num' },
+        { title: 'Link name', render: (l) => l.link_name, cls: 'name link-name' },
+        { title: 'Target address', render: (l) => address(l.target_address), cls: 'address' },
+        { title: 'snd-settle-mode', render: (l) => l.snd_settle_mode },
+        { title: 'max-message-size', render: (l) => fmtBytes(l.max_message_size), cls: 'num' },
+        { title: 'delivery-count', render: (l) => fmtNum(l.delivery_count), cls: 'num delivery-count' },
+        { title: 'link-credit', render: (l) => zero(l.credit), cls: 'num credit' },
+        { title: 'Unconfirmed', render: (l) => fmtNum(l.unconfirmed_messages), cls: 'num unconfirmed' },
+      ], inl, { cls: 'incoming-links' })] : null,
+      outl.length ? [h('h4', null, `Outgoing links (${outl.length})`, h('span', { class: 'muted' }, ' \u2013 the client receives')), table([
+        { title: 'Handle', render: (l) => fmtNum(l.handle), cls: 'num' },
+        { title: 'Link name', render: (l) => l.link_name, cls: 'name link-name' },
+        { title: 'Source address', render: (l) => address(l.source_address), cls: 'address' },
+        { title: 'Source queue', render: (l) => (l.queue_name ? link(route('queues', vhost, l.queue_name), l.queue_name) : ''), cls: 'queue' },
+        { title: 'Sender settles', render: (l) => yesNo(l.send_settled) },
+        { title: 'max-message-size', render: (l) => (l.max_message_size ? fmtBytes(l.max_message_size) : 'no limit'), cls: 'num' },
+        { title: 'delivery-count', render: (l) => fmtNum(l.delivery_count), cls: 'num delivery-count' },
+        { title: 'link-credit', render: (l) => fmtNum(l.credit), cls: 'num credit' },
+        { title: 'Filters', render: (l) => filters(l.filter) },
+      ], outl, { cls: 'outgoing-links' })] : null)));
+  }
+  return h('table', { class: 'list sessions', id: 'sessions' },
+    h('thead', null, h('tr', null, cols.map(([t, k, , tip]) => h('th', { class: 'num', title: tip }, t)))),
+    h('tbody', null, rows));
 }
 
 function mode(ch) {

@@ -3,7 +3,7 @@
 
 import { api, enc, get } from './client.js';
 import {
-  confirmButton, facts, field, fill, fmtArgs, fmtBytes, fmtNum, fmtRate, form, h, input, link, notify, parseArgs,
+  confirmButton, facts, field, fill, fmtArgs, fmtBytes, fmtNum, fmtRate, fmtTime, form, h, input, link, notify, parseArgs,
   route, section, select, stat, table,
 } from './dom.js';
 import { History, lineChart } from './chart.js';
@@ -103,6 +103,10 @@ function classicQueuePage(ctx, vhost, name) {
   const head = h('div', { class: 'stats-row' });
   const chartBox = h('div', { class: 'charts' });
   const details = h('div');
+  const historyBox = h('div');
+  const historySection = section('History', historyBox);
+  historySection.id = 'queue-history';
+  historySection.hidden = true;
   const consumers = h('div');
   const bindings = h('div');
   const messages = h('div', { class: 'messages', id: 'got-messages' });
@@ -122,6 +126,7 @@ function classicQueuePage(ctx, vhost, name) {
     h('div', { class: 'page-head' }, h('h1', null, 'Queue ', h('span', { class: 'obj-name', id: 'queue-name' }, name)), h('span', { class: 'muted' }, 'in virtual host ', vhost)),
     head,
     section('Overview', chartBox, details),
+    historySection,
     section('Consumers', consumers),
     section('Bindings', bindings, bindForm(ctx, vhost, name)),
     section('Publish message', h('p', { class: 'muted' }, 'Published to the default exchange with the queue\u2019s name as routing key.'),
@@ -174,6 +179,8 @@ function classicQueuePage(ctx, vhost, name) {
       q.single_active_consumer_tag ? ['Single active consumer', q.single_active_consumer_tag] : null,
       q.idle_since ? ['Idle since', q.idle_since] : null,
     ]));
+    historySection.hidden = !q.history;
+    if (q.history) fill(historyBox, historyView(q.history));
     const mine = cons.filter((c) => c.queue.name === name);
     fill(consumers, table([
       { title: 'Channel', render: (c) => c.channel_details.name },
@@ -187,6 +194,34 @@ function classicQueuePage(ctx, vhost, name) {
     fill(bindings, bindingsTable(ctx, binds, 'to'));
   }
   return { el, refresh };
+}
+
+// historyView is a queue's history (x-history-max-age,
+// x-history-max-length-bytes): what its log holds, settled or not, the
+// limits in effect and the readers replaying it.
+function historyView(hi) {
+  const empty = !hi.messages;
+  return [
+    h('div', { class: 'stats-row' },
+      stat('Messages', fmtNum(hi.messages), 'history-messages'),
+      stat('Size', fmtBytes(hi.bytes), 'history-bytes'),
+      stat('Segments', fmtNum(hi.segments), 'history-segments'),
+      stat('Readers', fmtNum(hi.readers), 'history-readers')),
+    facts([
+      ['Offsets', h('span', { id: 'history-offsets' }, empty ? '\u2013' : `${fmtNum(hi.first_offset)} \u2013 ${fmtNum(hi.last_offset)}`)],
+      ['Oldest message', h('span', { id: 'history-first-timestamp' }, empty ? '\u2013' : fmtTime(hi.first_timestamp))],
+      ['Max age', h('span', { id: 'history-max-age' }, hi.max_age_seconds ? fmtAge(hi.max_age_seconds) : 'not set')],
+      ['Max length', h('span', { id: 'history-max-length' }, hi.max_length_bytes ? fmtBytes(hi.max_length_bytes) : 'not set')],
+    ]),
+    h('p', { class: 'muted' }, 'What the queue\u2019s log holds: the settled messages kept and those still queued. ',
+      'A consumer with an x-stream-offset argument (basic.qos and manual acks) replays it without taking anything from the queue.'),
+  ];
+}
+
+// fmtAge shows seconds in the largest unit that divides them.
+function fmtAge(sec) {
+  for (const [n, u] of [[86400, 'd'], [3600, 'h'], [60, 'min']]) if (sec % n === 0) return `${fmtNum(sec / n)} ${u}`;
+  return `${fmtNum(sec)} s`;
 }
 
 function messageView(m, n) {

@@ -1,7 +1,8 @@
 // Package mgmttest starts a whole Warren in a test: the model, AMQP
-// 0-9-1, the stream protocol, the management API and the Prometheus
-// endpoint on free loopback ports, for tests of programs that talk to the API (warrenctl),
-// with injected memory and disk readings for its resource alarms.
+// 0-9-1 and 1.0 (on one port), the stream protocol, the management API
+// and the Prometheus endpoint on free loopback ports, for tests of
+// programs that talk to the API (warrenctl), with injected memory and
+// disk readings for its resource alarms.
 package mgmttest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/warren-mq/warren/amqp"
+	"github.com/warren-mq/warren/amqp1"
 	"github.com/warren-mq/warren/mgmt"
 	"github.com/warren-mq/warren/mgmt/prom"
 	"github.com/warren-mq/warren/queues"
@@ -93,7 +95,8 @@ func Start(t testing.TB) *Broker {
 	}
 	aln, sln, hln, pln := lns[0], lns[1], lns[2], lns[3]
 	super := superstream.NewManager(b)
-	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger})
+	asrv := amqp.NewServer(amqp.Config{Broker: b, Logger: logger,
+		AMQP10: amqp1.NewServer(amqp1.Config{Broker: b, Logger: logger, SilentCloseDelay: -1}).Handoff})
 	ssrv, err := streamproto.NewServer(streamproto.Config{Broker: b, Logger: logger, Advertise: sln.Addr().String(), SuperStreams: super})
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ type qrow struct {
 	streamBytes               int64
 	maxLag                    uint64 // highest offset lag of the stream's consumers (stream protocol)
 	hasLag                    bool
+	hist                      classic.HistoryStats // a classic or quorum queue's history, when hasHist
+	hasHist                   bool
 }
 
 // gather reads the model once.
@@ -88,10 +90,12 @@ func (sc *scrape) gather() *data {
 				continue
 			}
 			st := q.Stats()
+			hist, hasHist := q.History()
 			d.queues = append(d.queues, qrow{
 				vhost: v.Name, name: def.Name, qtype: def.Type,
 				ready: st.Ready, unacked: st.Unacked, consumers: st.Consumers,
 				readyBytes: st.ReadyBytes, unackedBytes: st.UnackedBytes, ctr: st.Counters,
+				hist: hist, hasHist: hasHist,
 			})
 		}
 		streams, _ := b.Streams(v.Name)

@@ -236,6 +236,12 @@ func (sc *scrape) warren(e *emitter, d *data) {
 	obj("queue_messages_delivered_total", "Messages delivered from a classic or quorum queue to consumers and basic.get, both acknowledgement modes", counter, func(q *qrow) (float64, bool) {
 		return float64(q.ctr.Delivered + q.ctr.Got), !q.stream
 	})
+	// Queue history (x-history-max-age, x-history-max-length-bytes):
+	// only queues that keep one have samples.
+	obj("queue_history_messages", "Messages in a classic or quorum queue's history: its log, settled and still queued", gauge, func(q *qrow) (float64, bool) { return float64(q.hist.Messages), q.hasHist })
+	obj("queue_history_bytes", "Bytes of the segment files of a classic or quorum queue's history", gauge, func(q *qrow) (float64, bool) { return float64(q.hist.Bytes), q.hasHist })
+	obj("queue_history_segments", "Segment files of a classic or quorum queue's history", gauge, func(q *qrow) (float64, bool) { return float64(q.hist.Segments), q.hasHist })
+	obj("queue_history_readers", "History readers (consumers with x-stream-offset) attached to a classic or quorum queue", gauge, func(q *qrow) (float64, bool) { return float64(q.hist.Readers), q.hasHist })
 	obj("stream_messages", "Records in a stream (from its first to its next offset)", gauge, func(q *qrow) (float64, bool) { return float64(q.ready), q.stream })
 	obj("stream_size_bytes", "Bytes of a stream's segment files", gauge, func(q *qrow) (float64, bool) { return float64(q.streamBytes), q.stream })
 }
