@@ -316,10 +316,7 @@ func (s *session) publish(l *inLink, id uint32, settled bool, msg []byte) error 
 			return nil
 		}
 	}
-	d, err := msgconv.To091(msg, nil)
-	if err != nil {
-		return s.detachIn(l, &amqpError{cond: frame.CondDecodeError, desc: fmt.Sprintf("failed to parse message: %v", err)})
-	}
+	d := msgconv.MessageTo091(&m, nil) // m has a body: checked above
 	pv, err := wire.ScanProperties(d.Props)
 	if err != nil {
 		return s.detachIn(l, &amqpError{cond: frame.CondDecodeError, desc: fmt.Sprintf("failed to convert message: %v", err)})

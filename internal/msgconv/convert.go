@@ -500,6 +500,13 @@ func To091(msg []byte, propBuf []byte) (Delivery, error) {
 	return to091Delivery(Delivery{}, &m, wire.Table{}, propBuf), nil
 }
 
+// MessageTo091 is To091 for a message already decoded (m must have a
+// body): a front end that decoded it to route it need not decode it
+// again.
+func MessageTo091(m *amqp10.Message, propBuf []byte) Delivery {
+	return to091Delivery(Delivery{}, m, wire.Table{}, propBuf)
+}
+
 // errNoBody is a message without body sections.
 var errNoBody = errors.New("msgconv: message without a body")
 
