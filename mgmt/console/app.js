@@ -71,6 +71,7 @@ function showLogin(message) {
   clearToasts();
   current = null;
   ctx.user = null;
+  nav = null; // the shell goes with the login form
   const err = h('p', { class: 'login-error', role: 'alert' }, message || '');
   const user = input('username', { autocomplete: 'username', autofocus: true, id: 'login-user' });
   const pass = input('password', { type: 'password', autocomplete: 'current-password', id: 'login-password' });
@@ -130,7 +131,9 @@ function parseHash() {
 }
 
 function mount() {
-  if (!ctx.user) return;
+  // Not before the shell exists: start() sets ctx.user, then awaits the
+  // vhosts; a hash change meanwhile waits for start's own mount.
+  if (!ctx.user || !nav) return;
   const { name, args } = parseHash();
   const r = routes[name] || routes[''];
   for (const a of nav.querySelectorAll('a')) a.classList.toggle('current', a.dataset.tab === r.tab);
