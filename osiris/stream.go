@@ -102,6 +102,12 @@ type Stream struct {
 		requests []func() // run by the writer goroutine
 		closed   bool
 		running  bool // the writer role is held (see idle.go)
+		// plainNext is the offset the next submitted record gets, true
+		// while plain holds: the stream has never had tracking (no stored
+		// offsets, no producer), so it has no offsets but its records',
+		// taken in submit order (SubmitCounted).
+		plainNext uint64
+		plain     bool
 	}
 	signal    chan struct{}  // cap 1: work is queued; never closed
 	closed    chan struct{}  // closed by Close: readers stop waiting
@@ -166,6 +172,10 @@ func Open(dir string, opts Options) (*Stream, error) {
 	}
 	s.w = w
 	s.q.Lock()
+	s.track.mu.Lock()
+	s.q.plain = len(s.track.offsets) == 0 && len(s.track.sequences) == 0
+	s.track.mu.Unlock()
+	s.q.plainNext = w.next
 	if s.opts.IdleTimeout > 0 {
 		// Born idle: the first write starts the writer.
 		w.suspend()
@@ -223,10 +233,60 @@ func (s *Stream) Submit(b *Batch) error {
 		return ErrClosed
 	}
 	s.q.batches = append(s.q.batches, b)
+	if b.Producer != "" {
+		s.q.plain = false
+	} else {
+		s.q.plainNext += uint64(len(b.Messages))
+	}
 	start := s.claimWriterLocked()
 	s.q.Unlock()
 	s.notify(start)
 	return nil
+}
+
+// ErrNotPlain is returned by SubmitCounted on a stream that has had
+// tracking: its offsets are not its records' alone.
+var ErrNotPlain = errors.New("osiris: stream has tracking; record offsets are not predictable")
+
+// SubmitCounted is Submit for a stream that never has tracking (no
+// stored offsets, no producer references): it also returns the offset
+// the batch's first record will get. Such a stream's records take
+// consecutive offsets in submit order, so the offset is known before the
+// batch is written, as long as every write succeeds: a failed batch
+// (Result.Err) takes no offsets, and the offsets predicted for batches
+// submitted after it are wrong. The caller checks each Result's
+// LastOffset against what it was told. b.Producer must be empty.
+func (s *Stream) SubmitCounted(b *Batch) (first uint64, err error) {
+	if b.Producer != "" {
+		return 0, ErrNotPlain
+	}
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return 0, ErrClosed
+	}
+	if !s.q.plain {
+		s.q.Unlock()
+		return 0, ErrNotPlain
+	}
+	first = s.q.plainNext
+	s.q.plainNext += uint64(len(b.Messages))
+	s.q.batches = append(s.q.batches, b)
+	start := s.claimWriterLocked()
+	s.q.Unlock()
+	s.notify(start)
+	return first, nil
+}
+
+// FirstSegmentBase is the base offset of the stream's oldest segment:
+// every record the stream holds is at or above it. It changes only when
+// segments are deleted; it reads the published tail and opens no file.
+func (s *Stream) FirstSegmentBase() uint64 {
+	t := s.tail.Load()
+	if len(t.segs) == 0 {
+		return t.next
+	}
+	return t.segs[0].base
 }
 
 // Append submits msgs as one batch and waits until they are durable.
@@ -258,6 +318,7 @@ func (s *Stream) StoreOffset(ref string, offset uint64) error {
 	s.track.mu.Lock()
 	s.track.offsets[ref] = offset
 	s.track.mu.Unlock()
+	s.q.plain = false
 	s.q.offsets = append(s.q.offsets, offsetUpdate{ref, offset})
 	start := s.claimWriterLocked()
 	s.q.Unlock()

@@ -94,6 +94,7 @@ type Broker struct {
 	deadLettered classic.DeadLetterCounters // dead-lettered messages (metrics.go)
 	alarms       alarm.Set                  // resource alarms in effect (Alarms)
 	replies      ReplyRegistry              // direct reply-to requesters (reply_to.go)
+	bodies       bodyLogs                   // the vhosts' body logs (bodies.go)
 
 	mu struct {
 		sync.Mutex
@@ -171,6 +172,10 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	if err := b.openBodies(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.openQueues(); err != nil {
 		b.Close()
 		return nil, err
@@ -229,6 +234,7 @@ func (b *Broker) Close() error {
 	b.mu.streams = map[streamName]*osiris.Stream{}
 	b.mu.Unlock()
 	errs := []error{b.closeQueues()}
+	errs = append(errs, b.closeBodies())
 	b.persist.Close() // after the queues' final writes
 	for _, s := range streams {
 		errs = append(errs, s.Close())
@@ -287,6 +293,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		}
 	}
 	if err := b.deleteVHostQueues(name); err != nil {
+		return err
+	}
+	if err := b.deleteVHostBodies(name); err != nil {
 		return err
 	}
 	if err := b.deleteVHostPolicies(name); err != nil {

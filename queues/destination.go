@@ -18,14 +18,19 @@ import (
 type Destination struct {
 	q *Queue
 	s *osiris.Stream
+	b *Broker
 }
 
 // Destination returns the queue or stream name designates; false when it
 // is neither. It allocates nothing.
 func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
-	return Destination{q: q, s: s}, q != nil || s != nil
+	return Destination{q: q, s: s, b: b}, q != nil || s != nil
 }
+
+// shared reports whether d takes a fan-out's reference rather than a
+// copy: it is a durable classic or quorum queue (bodies.go).
+func (d Destination) shared() bool { return d.q != nil && d.q.Def().Durable }
 
 // Queue is the destination's classic or quorum queue, nil for a stream.
 func (d Destination) Queue() *Queue { return d.q }
@@ -55,13 +60,32 @@ var errEntryTooLarge = errors.New("queues: message too large for a stream entry"
 // destination, when it has stored it (or failed to). Classic and quorum
 // queues confirm as Queue.Publish says; streams once their writer has
 // written the chunk, without fsync, as RabbitMQ's streams do.
+//
+// A message for two or more durable classic or quorum queues is stored
+// once, with a reference in each (bodies.go).
 func Publish(dsts []Destination, p *Publishing, done func(error)) {
 	var entry, filter []byte
 	var err error
 	encoded := false
+	refs := false
+	if len(dsts) > 1 {
+		n := 0
+		for _, d := range dsts {
+			if d.shared() {
+				n++
+			}
+		}
+		if n > 1 && dsts[0].b != nil {
+			if bl := dsts[0].b.bodyLog(vhostOf(dsts)); bl != nil {
+				refs = bl.publish(dsts, p, done)
+			}
+		}
+	}
 	for _, d := range dsts {
 		if d.q != nil {
-			d.q.Publish(p.Record, p.Persistent, done)
+			if !refs || !d.shared() {
+				d.q.Publish(p.Record, p.Persistent, done)
+			}
 			continue
 		}
 		if !encoded {
@@ -80,6 +104,16 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 			done(err) // closed or deleted meanwhile
 		}
 	}
+}
+
+// vhostOf is the vhost of dsts' queues (routing never leaves a vhost).
+func vhostOf(dsts []Destination) string {
+	for _, d := range dsts {
+		if d.q != nil {
+			return d.q.Def().VHost
+		}
+	}
+	return ""
 }
 
 // streamEntry encodes p as a simple entry: u32 size (top bit clear), then

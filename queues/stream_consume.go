@@ -327,6 +327,8 @@ func (sc *StreamConsumer) run(ctx context.Context) {
 	defer sc.r.Close()
 	if sc.hq != nil {
 		defer sc.hq.AddHistoryReaders(-1)
+		sc.dec.Init(sc.hq)
+		defer sc.dec.Close()
 	}
 	for {
 		c, err := sc.r.Next(ctx)

@@ -294,7 +294,7 @@ func (q *Queue) endDeliveryLocked() {
 func (q *Queue) dispatch(done chan struct{}) {
 	defer close(done)
 	var rd takeReaders
-	rd.init(q.log)
+	rd.init(q)
 	defer rd.close()
 	d := Delivery{Queue: q}
 	var strs strCaches

@@ -319,6 +319,11 @@ func isDeathCycle(target string, deaths []death) bool {
 // parseMeta reads what the queue needs of a record at enqueue: its body
 // size, its priority (clamped to maxPrio) and its expiration.
 func parseMeta(rec record, maxPrio int) (pubMeta, error) {
+	if rec.ref {
+		m := rec.refMeta
+		m.prio = uint8(min(int(m.prio), maxPrio))
+		return m, nil
+	}
 	m := pubMeta{size: uint32(len(rec.body)), msgTTL: -1}
 	if len(rec.props) < 2 {
 		return m, fmt.Errorf("properties of %d bytes: %w", len(rec.props), errBadRecord)

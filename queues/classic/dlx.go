@@ -129,6 +129,8 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 	var cr chunkReader
 	cr.s = q.log
 	defer cr.close()
+	br := bodyReader{q: q}
+	defer br.cr.close()
 	var batch []dlWork
 	var settle []idRange
 	var wg sync.WaitGroup
@@ -197,7 +199,11 @@ func (q *Queue) deadLetterLoop(done chan struct{}) {
 					q.env.Logger.Error("queues: dead-letter: dropping unreadable message", "vhost", q.def.VHost, "queue", q.def.Name, "id", id, "err", err)
 					continue
 				}
-				rec, err := parseRecord(raw)
+				raw, err = br.resolve(raw)
+				var rec record
+				if err == nil {
+					rec, err = parseRecord(raw)
+				}
 				if err != nil {
 					q.logDropped(id, true, err)
 					continue

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warren-mq/warren/internal/amqptab"
+	"github.com/warren-mq/warren/osiris"
 )
 
 // What a queue needs of the broker that opened it. A queue reaches the
@@ -35,6 +36,9 @@ type Broker interface {
 	// Expired is called when a queue's x-expires timer fires: the broker
 	// deletes the queue if it is still unused (BeginExpiry).
 	Expired(q *Queue)
+	// BodyLog returns the body log of vhost: the log the queue's
+	// reference records (fan-out by reference) point into.
+	BodyLog(vhost string) (*osiris.Stream, error)
 }
 
 // DeadLetter is what routing reads of a dead-lettered message. Its

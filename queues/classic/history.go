@@ -134,10 +134,18 @@ func (q *Queue) History() (HistoryStats, bool) {
 // HistoryDecoder makes history deliveries of queue log records. One per
 // reader; not safe for concurrent use.
 type HistoryDecoder struct {
+	body  bodyReader // resolves reference records; Init sets its queue
 	strs  strCaches
 	props []byte // the last delivery's properties
 	table []byte // scratch: their headers table
 }
+
+// Init makes h decode the records of q's log: a reference record
+// (fan-out by reference) is read from q's vhost's body log.
+func (h *HistoryDecoder) Init(q *Queue) { h.body.q = q }
+
+// Close releases h's reader of the body log, if it has one.
+func (h *HistoryDecoder) Close() { h.body.cr.close() }
 
 // Fill sets d's message from rec, the record at offset in a queue's log
 // (a segment entry's data): exchange, routing key, body, and the
@@ -145,6 +153,15 @@ type HistoryDecoder struct {
 // slices are valid until the next Fill. A record that does not parse is
 // an error (the reader skips it, as the queue drops it).
 func (h *HistoryDecoder) Fill(d *Delivery, rec []byte, offset uint64) error {
+	if isRef(rec) {
+		if h.body.q == nil {
+			return fmt.Errorf("offset %d: a reference record, and no queue to resolve it: %w", offset, errBadRecord)
+		}
+		var err error
+		if rec, err = h.body.resolve(rec); err != nil {
+			return err
+		}
+	}
 	r, err := parseRecord(rec)
 	if err != nil {
 		return err

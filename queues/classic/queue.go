@@ -215,8 +215,15 @@ type Queue struct {
 		idle     sync.Cond // signalled when inflight drops
 		cur      *pubBatch // accumulating
 		spare    *pubBatch // free, or nil
+		flying   *pubBatch // the batch submitted and not done, or nil
 		inflight bool      // a batch is submitted and not done
 		closed   bool      // publishes are refused
+		// gate is the vhost's body log once the queue has taken a
+		// reference record (PublishRef); refs counts them; refLow is
+		// what RefLow last found (refs.go).
+		gate   BodyGate
+		refs   uint64
+		refLow refLowCache
 	}
 
 	// get is basic.get's reader, used under its lock and closed when idle.
@@ -483,12 +490,43 @@ func (q *Queue) errGone() error { return NoQueueError(q.def.VHost, q.def.Name) }
 // queue at its length limit with x-overflow reject-publish(-dlx) refuses
 // the message: done gets ErrRejectPublish.
 func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
+	q.publish(rec, nil, nil, 0, persistent, done)
+}
+
+// BodyGate is the body log of fan-out by reference as a queue sees it:
+// what its reference records wait for before they are written.
+type BodyGate interface {
+	// AfterDurable calls fn once every body below offset end is durable,
+	// or with the error that keeps one from ever being. fn may run at
+	// once on the caller's goroutine or later on another; it must not
+	// block.
+	AfterDurable(end uint64, fn func(error))
+}
+
+// PublishRef is Publish of a message stored once for several queues:
+// rec is its record (as EncodeRecord makes it), stored at offset bodyOff
+// of the vhost's body log, which gate is; ref is the reference entry
+// AppendRef made of it, what the queue's log gets. The queue writes the
+// reference only once the body is durable, so that no reference on disk
+// ever names a body that is not; done is called as Publish says, after
+// both. A queue takes its references in body order: the caller publishes
+// to a queue in the order of bodyOff. rec and ref must not change until
+// done is called.
+func (q *Queue) PublishRef(rec, ref []byte, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
+	q.publish(rec, ref, gate, bodyOff, persistent, done)
+}
+
+// publish is Publish, or with ref set PublishRef.
+func (q *Queue) publish(rec, ref []byte, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
 	if err := checkEntry(rec); err != nil {
 		done(err)
 		return
 	}
 	r, err := parseRecord(rec[4:])
 	var m pubMeta
+	if err == nil && r.ref {
+		err = fmt.Errorf("a reference published as a message: %w", errBadRecord)
+	}
 	if err == nil {
 		m, err = parseMeta(r, q.maxPrio)
 	}
@@ -509,6 +547,13 @@ func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
 			filter = expiringFilter
 		}
 	}
+	entry := rec
+	if ref != nil {
+		entry = ref
+		if filter == nil {
+			filter = refFilter // every reference's chunk has a Bloom filter (refs.go)
+		}
+	}
 	q.pub.Lock()
 	if q.pub.closed {
 		q.pub.Unlock()
@@ -521,21 +566,34 @@ func (q *Queue) Publish(rec []byte, persistent bool, done func(error)) {
 		return
 	}
 	pb := q.pub.cur
-	pb.batch.Messages = append(pb.batch.Messages, osiris.Message{Entry: rec, Filter: filter})
+	pb.batch.Messages = append(pb.batch.Messages, osiris.Message{Entry: entry, Filter: filter})
 	pb.metas = append(pb.metas, m)
 	pb.dones = append(pb.dones, done)
+	if ref != nil {
+		if pb.bodyEnd == 0 {
+			pb.firstBody = bodyOff
+		}
+		pb.bodyEnd = max(pb.bodyEnd, bodyOff+1)
+		q.pub.gate = gate
+		q.pub.refs++
+		if !q.pub.refLow.has {
+			q.pub.refLow.valid = false // it has one now (refs.go)
+		}
+	}
 	if q.pub.inflight {
 		q.pub.Unlock()
 		return
 	}
 	q.pub.inflight = true
+	q.pub.flying = pb
 	q.pub.cur = q.pub.spare
 	if q.pub.cur == nil {
 		q.pub.cur = &pubBatch{q: q}
 	}
 	q.pub.spare = nil
+	gate = q.pub.gate
 	q.pub.Unlock()
-	pb.submit()
+	pb.submit(gate)
 }
 
 // pubBatch is a batch of publishes with their done callbacks.
@@ -548,15 +606,42 @@ type pubBatch struct {
 	at     int64               // enqueue instant: when submitted, Unix ms
 	ttl    int64               // the queue's message TTL then
 	hist   bool                // the queue kept its history then
+	// bodyEnd is past the highest body offset the batch's references
+	// name, 0 when it holds none; firstBody is the lowest (the first).
+	bodyEnd, firstBody uint64
+	gatedFn            func(error) // pb.gated, bound once
 }
 
-func (pb *pubBatch) submit() {
+// submit writes the batch; gate is the queue's body log, nil when it has
+// never taken a reference.
+func (pb *pubBatch) submit(gate BodyGate) {
 	if pb.doneFn == nil {
 		pb.doneFn = pb.done
+		pb.gatedFn = pb.gated
 	}
 	c := pb.q.config()
 	pb.at, pb.ttl, pb.hist = pb.q.nowMs(), c.ttl, c.history()
 	pb.batch.Done = pb.doneFn
+	if pb.bodyEnd > 0 {
+		// References go to disk after the bodies they name.
+		gate.AfterDurable(pb.bodyEnd, pb.gatedFn)
+		return
+	}
+	pb.write()
+}
+
+// gated is called when the bodies the batch's references name are
+// durable, or cannot be.
+func (pb *pubBatch) gated(err error) {
+	if err != nil {
+		pb.done(osiris.Result{Err: err})
+		return
+	}
+	pb.write()
+}
+
+// write hands the batch to the log's writer.
+func (pb *pubBatch) write() {
 	if err := pb.q.log.Submit(&pb.batch); err != nil {
 		if errors.Is(err, osiris.ErrClosed) {
 			err = pb.q.errGone()
@@ -588,14 +673,18 @@ func (pb *pubBatch) done(r osiris.Result) {
 		clear(pb.batch.Messages)
 		pb.dones, pb.batch.Messages, pb.metas = pb.dones[:0], pb.batch.Messages[:0], pb.metas[:0]
 	}
+	pb.bodyEnd, pb.firstBody = 0, 0
 	q.pub.Lock()
 	if next := q.pub.cur; len(next.batch.Messages) > 0 {
 		q.pub.cur = pb
+		q.pub.flying = next
+		gate := q.pub.gate
 		q.pub.Unlock()
-		next.submit()
+		next.submit(gate)
 		return
 	}
 	q.pub.spare = pb
+	q.pub.flying = nil
 	q.pub.inflight = false
 	q.pub.idle.Broadcast()
 	q.pub.Unlock()
@@ -719,7 +808,7 @@ func (q *Queue) Get(owner any, noAck bool, fn func(*Delivery)) (bool, error) {
 		return false, nil
 	}
 	q.mu.Unlock()
-	q.get.rd.init(q.log)
+	q.get.rd.init(q)
 	t, ok, err := q.take(&q.get.rd)
 	for errors.Is(err, errPersistWait) {
 		<-q.env.Persister.hurry()

@@ -2,6 +2,7 @@ package classic
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/warren-mq/warren/osiris"
@@ -35,17 +36,75 @@ func (t *taken) unacked(c *Consumer) unackedMsg {
 
 // takeReaders are one taker's readers.
 type takeReaders struct {
-	main    chunkReader // follows the fresh messages
-	requeue chunkReader // reads requeued messages
+	main        chunkReader // follows the fresh messages
+	requeue     chunkReader // reads requeued messages
+	mainBody    bodyReader  // the bodies main's references name
+	requeueBody bodyReader  // those of requeue's
 }
 
-func (t *takeReaders) init(s *osiris.Stream) {
-	t.main.s, t.requeue.s = s, s
+func (t *takeReaders) init(q *Queue) {
+	t.main.s, t.requeue.s = q.log, q.log
+	t.mainBody.q, t.requeueBody.q = q, q
 }
 
 func (t *takeReaders) close() {
 	t.main.close()
 	t.requeue.close()
+	t.mainBody.cr.close()
+	t.requeueBody.cr.close()
+}
+
+// errBodyGone is a reference whose body the body log dropped: a settled
+// message an ack lost in a crash brought back. It is settled again,
+// quietly.
+var errBodyGone = errors.New("queues: body reclaimed")
+
+// bodyReader resolves a queue's reference records (recRef) into the
+// body records they name in the vhost's body log. Consecutive references
+// name nearby offsets, so its chunkReader mostly reads forward.
+type bodyReader struct {
+	q  *Queue
+	cr chunkReader
+}
+
+// resolve returns raw (a record without its entry size) when it is not
+// a reference, and otherwise the body record it names, valid until the
+// next resolve. A body missing from the body log is an error: the
+// reference was written only after its body was durable, and bodies go
+// only when no reference to them is left.
+func (b *bodyReader) resolve(raw []byte) ([]byte, error) {
+	if !isRef(raw) {
+		return raw, nil
+	}
+	r, err := parseRef(raw)
+	if err != nil {
+		return nil, err
+	}
+	if b.cr.s == nil {
+		s, err := b.q.env.Broker.BodyLog(b.q.def.VHost)
+		if err != nil {
+			return nil, err
+		}
+		b.cr.s = s
+	}
+	body, found, _, err := b.cr.record(r.bodyOff)
+	if err != nil {
+		b.cr.close()
+		b.cr.s = nil // the body log may have been reopened
+		return nil, fmt.Errorf("body %d: %w", r.bodyOff, err)
+	}
+	if !found {
+		if r.bodyOff < b.cr.s.FirstSegmentBase() {
+			// Reclaimed: every queue had settled it, this one before a
+			// crash lost its ack (bodies.go in package queues).
+			return nil, errBodyGone
+		}
+		return nil, fmt.Errorf("body %d missing from the body log: %w", r.bodyOff, errBadRecord)
+	}
+	if isRef(body) {
+		return nil, fmt.Errorf("body %d is a reference: %w", r.bodyOff, errBadRecord)
+	}
+	return body, nil
 }
 
 // take claims the next ready message: the head of the highest priority
@@ -70,9 +129,9 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 			return taken{}, false, nil
 		}
 
-		cr := &rd.main
+		cr, br := &rd.main, &rd.mainBody
 		if req {
-			cr = &rd.requeue
+			cr, br = &rd.requeue, &rd.requeueBody
 		}
 		raw, found, _, err := cr.record(id)
 		if err != nil {
@@ -81,7 +140,9 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 		var rec record
 		var perr error
 		if found {
-			rec, perr = parseRecord(raw)
+			if raw, perr = br.resolve(raw); perr == nil {
+				rec, perr = parseRecord(raw)
+			}
 		}
 
 		q.mu.Lock()
@@ -105,7 +166,9 @@ func (q *Queue) take(rd *takeReaders) (taken, bool, error) {
 		if !found || perr != nil {
 			q.settleLocked(id)
 			q.mu.Unlock()
-			q.logDropped(id, found, perr)
+			if perr != errBodyGone {
+				q.logDropped(id, found, perr)
+			}
 			continue
 		}
 		t := taken{id: id, count: h.count, rec: rec, prio: h.prio, exp: h.exp}

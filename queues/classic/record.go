@@ -17,8 +17,15 @@ const (
 	recKeysOnly     = 0x04 // flags: the routing keys are the routing key alone (not CC)
 	recAMQP10       = 0x08 // flags: an AMQP 1.0 properties section follows the props
 	recFlagsKnown   = recPersistent | recDeadLettered | recKeysOnly | recAMQP10
+	// recRef flags a reference record: the message is the body record at
+	// an offset of the vhost's body log (fan-out by reference). Only
+	// recPersistent may go with it.
+	recRef = 0x10
 
 	recFixedSize = 1 + 1 + 1 + 4 // flags, two shortstr lengths, props length
+	// refRecordSize is a reference record's size: flags, body offset
+	// u64, body size u32, priority u8, expiration ms i64 (-1: none).
+	refRecordSize = 1 + 8 + 4 + 1 + 8
 )
 
 // errBadRecord marks a queue log record that does not parse.
@@ -87,11 +94,72 @@ type record struct {
 	props        []byte
 	props10      []byte // recAMQP10: the AMQP 1.0 properties section as published; nil otherwise
 	body         []byte
+
+	// A reference record (recRef) has only persistent and these; the
+	// message is the body record at bodyOff.
+	ref     bool
+	bodyOff uint64
+	refMeta pubMeta // its size, priority (not clamped) and expiration
 }
 
-// parseRecord decodes a queue record (without the entry size).
+// AppendRef appends to dst the reference entry (a segment simple entry)
+// that stands for rec, a record entry as EncodeRecord makes it, stored
+// at offset bodyOff of the vhost's body log. The reference keeps what a
+// queue needs of the message without reading its body (at enqueue and
+// at recovery): persistence, body size, priority, expiration.
+func AppendRef(dst, rec []byte, bodyOff uint64) ([]byte, error) {
+	if err := checkEntry(rec); err != nil {
+		return dst, err
+	}
+	r, err := parseRecord(rec[4:])
+	if err != nil {
+		return dst, err
+	}
+	if r.ref {
+		return dst, fmt.Errorf("a reference to a reference: %w", errBadRecord)
+	}
+	m, err := parseMeta(r, 255)
+	if err != nil {
+		return dst, err
+	}
+	flags := byte(recRef)
+	if r.persistent {
+		flags |= recPersistent
+	}
+	dst = binary.BigEndian.AppendUint32(dst, refRecordSize)
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint64(dst, bodyOff)
+	dst = binary.BigEndian.AppendUint32(dst, m.size)
+	dst = append(dst, m.prio)
+	return binary.BigEndian.AppendUint64(dst, uint64(m.msgTTL)), nil
+}
+
+// isRef reports whether b, a record without its entry size, is a
+// reference record.
+func isRef(b []byte) bool { return len(b) > 0 && b[0]&recRef != 0 }
+
+// parseRef decodes a reference record.
+func parseRef(b []byte) (record, error) {
+	var r record
+	if len(b) != refRecordSize || b[0]&^(recRef|recPersistent) != 0 {
+		return r, fmt.Errorf("reference of %d bytes, flags %#x: %w", len(b), b[0], errBadRecord)
+	}
+	r.ref, r.persistent = true, b[0]&recPersistent != 0
+	r.bodyOff = binary.BigEndian.Uint64(b[1:])
+	r.refMeta = pubMeta{size: binary.BigEndian.Uint32(b[9:]), prio: b[13], msgTTL: int64(binary.BigEndian.Uint64(b[14:]))}
+	if r.refMeta.msgTTL < -1 {
+		return r, fmt.Errorf("reference expiration %d: %w", r.refMeta.msgTTL, errBadRecord)
+	}
+	return r, nil
+}
+
+// parseRecord decodes a queue record (without the entry size). A
+// reference record gives its reference fields only (see bodyReader).
 func parseRecord(b []byte) (record, error) {
 	var r record
+	if isRef(b) {
+		return parseRef(b)
+	}
 	if len(b) < recFixedSize {
 		return r, fmt.Errorf("%d bytes: %w", len(b), errBadRecord)
 	}

@@ -2,6 +2,7 @@ package classic
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -113,6 +114,45 @@ func TestRecordAMQP10Props(t *testing.T) {
 // FuzzParseRecord: parseRecord reads queue log records from disk. It
 // must never panic or read past its input, and what it accepts encodes
 // back to the same bytes.
+// Ensure a reference record keeps what a queue needs of its message
+// without the body: persistence, body size, priority, expiration; and
+// that a reference is never made of a reference.
+func TestRefRecord(t *testing.T) {
+	props := []byte{0, 0}
+	for _, tc := range []struct {
+		name       string
+		props      []byte
+		persistent bool
+		prio       uint8
+		ttl        int64
+	}{
+		{"plain", props, true, 0, -1},
+		{"transient", props, false, 0, -1},
+		// flags: priority, expiration; then priority 7, shortstr "1500".
+		{"priority and expiration", []byte{0x09, 0x00, 7, 4, '1', '5', '0', '0'}, true, 7, 1500},
+	} {
+		rec := EncodeRecord(nil, &Message{Exchange: "x", RoutingKey: "k", Props: tc.props, Body: []byte("hello body"), Persistent: tc.persistent})
+		ref, err := AppendRef(nil, rec, 1<<40+3)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err := checkEntry(ref); err != nil || len(ref) != 4+refRecordSize {
+			t.Fatalf("%s: entry of %d bytes: %v", tc.name, len(ref), err)
+		}
+		r, err := parseRecord(ref[4:])
+		if err != nil || !r.ref || r.bodyOff != 1<<40+3 || r.persistent != tc.persistent {
+			t.Fatalf("%s: parsed %+v, %v", tc.name, r, err)
+		}
+		m, err := parseMeta(r, 5)
+		if err != nil || m.size != 10 || m.prio != min(tc.prio, 5) || m.msgTTL != tc.ttl {
+			t.Fatalf("%s: meta %+v, %v", tc.name, m, err)
+		}
+		if _, err := AppendRef(nil, ref, 1); err == nil {
+			t.Fatalf("%s: a reference to a reference was made", tc.name)
+		}
+	}
+}
+
 func FuzzParseRecord(f *testing.F) {
 	for _, m := range []*Message{
 		{},
@@ -121,9 +161,26 @@ func FuzzParseRecord(f *testing.F) {
 	} {
 		f.Add(EncodeRecord(nil, m)[4:])
 	}
+	ref, err := AppendRef(nil, EncodeRecord(nil, &Message{Props: []byte{0, 0}, Body: []byte("b"), Persistent: true}), 7)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ref[4:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseRecord(b)
 		if err != nil {
+			return
+		}
+		if r.ref {
+			// A reference re-encodes from its fields.
+			again := []byte{b[0]}
+			again = binary.BigEndian.AppendUint64(again, r.bodyOff)
+			again = binary.BigEndian.AppendUint32(again, r.refMeta.size)
+			again = append(again, r.refMeta.prio)
+			again = binary.BigEndian.AppendUint64(again, uint64(r.refMeta.msgTTL))
+			if !bytes.Equal(again, b) {
+				t.Fatalf("re-encoded reference % x, read % x", again, b)
+			}
 			return
 		}
 		flags := b[0]

@@ -1,0 +1,345 @@
+package queues
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/warren-mq/warren/osiris"
+	"github.com/warren-mq/warren/queues/classic"
+)
+
+// Fan-out by reference, the broker's side (docs/design-fanout-by-reference.md).
+//
+// A message routed to two or more durable classic or quorum queues is
+// stored once, in its vhost's body log (dataDir/bodies/<hex of the vhost
+// name>, an osiris stream without tracking, synced like a durable
+// queue's log), and each of those queues gets a reference record naming
+// the body's offset (classic.PublishRef). A message for one durable
+// queue, or for transient queues, or for streams, is written as before.
+//
+// Order and durability: a fan-out takes its body offset and hands its
+// references to the queues under bodyLog.fan, so each queue gets its
+// references in body order and in the publisher's order among its other
+// messages. A queue writes a batch holding references only once the
+// bodies they name are durable (bodyLog.AfterDurable), so a reference on
+// disk never names a body that is not, and a publish is confirmed when
+// its body and every reference are durable.
+//
+// Space: the body log drops its oldest segments once no queue holds a
+// reference below them (reclaim, each reclaimInterval): the lowest body
+// offset each durable queue of the vhost references (Queue.RefLow,
+// which reads a queue's log only where it has not looked before), and
+// the offsets taken but not yet handed to queues. No per-message count
+// exists. A crash between a body and its references leaves a body that
+// nothing references: it goes with its segment, as soon as the queues
+// are past it.
+
+// reclaimInterval is how often body logs drop what no queue references.
+const reclaimInterval = time.Second
+
+// bodyLogs are the broker's body logs, by vhost.
+type bodyLogs struct {
+	mu   sync.Mutex
+	logs map[string]*bodyLog
+	stop chan struct{} // closed by closeBodies: the reclaimer ends
+	done chan struct{} // closed when it has
+}
+
+// bodyLog is one vhost's body log.
+type bodyLog struct {
+	vhost string
+	s     *osiris.Stream
+
+	// fan is held while a fan-out takes its body offset and hands its
+	// references to the queues, and while reclaim reads assigned.
+	fan      sync.Mutex
+	assigned uint64 // offsets below are taken; guarded by fan
+
+	mu struct {
+		sync.Mutex
+		expect  uint64 // the offset the next completed body must have
+		durable uint64 // every body below is durable
+		broken  error  // a body write failed: no more fan-outs here
+		waiters []bodyWaiter
+	}
+	doneFn func(osiris.Result) // bl.bodyDone, bound once
+}
+
+type bodyWaiter struct {
+	end uint64
+	fn  func(error)
+}
+
+var _ classic.BodyGate = (*bodyLog)(nil)
+
+func (b *Broker) bodiesDir() string { return filepath.Join(b.dataDir, "bodies") }
+
+func bodyLogDir(root, vhost string) string {
+	return filepath.Join(root, hex.EncodeToString([]byte(vhost)))
+}
+
+// bodyLogConfig is a body log's osiris configuration: a durable queue
+// log's.
+func (b *Broker) bodyLogConfig() osiris.Config { return b.queueReg().queueLogConfig(true) }
+
+// openBodies opens the body logs on disk (before the queues recover:
+// their consumers read them), removes those of vhosts that are gone, and
+// starts the reclaimer.
+func (b *Broker) openBodies() error {
+	b.bodies.logs = map[string]*bodyLog{}
+	root := b.bodiesDir()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("queues: %w", err)
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("queues: %w", err)
+	}
+	for _, e := range ents {
+		name, err := hex.DecodeString(e.Name())
+		vhost := string(name)
+		if err != nil || !b.VHostExists(vhost) {
+			b.log.Warn("queues: removing the body log of a deleted vhost", "dir", e.Name())
+			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+				return fmt.Errorf("queues: %w", err)
+			}
+			continue
+		}
+		s, err := osiris.Open(filepath.Join(root, e.Name()), b.queueLogOptions())
+		if err != nil {
+			return fmt.Errorf("queues: open the body log of vhost %q: %w", vhost, err)
+		}
+		b.bodies.logs[vhost] = newBodyLog(vhost, s)
+	}
+	b.bodies.stop, b.bodies.done = make(chan struct{}), make(chan struct{})
+	go b.reclaimLoop()
+	return nil
+}
+
+func newBodyLog(vhost string, s *osiris.Stream) *bodyLog {
+	bl := &bodyLog{vhost: vhost, s: s}
+	next := s.Stats().NextOffset
+	bl.assigned, bl.mu.expect, bl.mu.durable = next, next, next
+	bl.doneFn = bl.bodyDone
+	return bl
+}
+
+// closeBodies stops the reclaimer and closes the body logs (after the
+// queues have closed).
+func (b *Broker) closeBodies() error {
+	if b.bodies.stop == nil {
+		return nil
+	}
+	close(b.bodies.stop)
+	<-b.bodies.done
+	b.bodies.mu.Lock()
+	logs := b.bodies.logs
+	b.bodies.logs = map[string]*bodyLog{}
+	b.bodies.mu.Unlock()
+	var errs []error
+	for _, bl := range logs {
+		errs = append(errs, bl.s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// deleteVHostBodies deletes vhost's body log (its queues are gone).
+func (b *Broker) deleteVHostBodies(vhost string) error {
+	b.bodies.mu.Lock()
+	bl := b.bodies.logs[vhost]
+	delete(b.bodies.logs, vhost)
+	b.bodies.mu.Unlock()
+	if bl == nil {
+		return nil
+	}
+	return bl.s.Delete()
+}
+
+// bodyLog returns vhost's body log, creating it on first use; nil when
+// it cannot be had (fan-outs are then written as copies).
+func (b *Broker) bodyLog(vhost string) *bodyLog {
+	b.bodies.mu.Lock()
+	defer b.bodies.mu.Unlock()
+	if bl := b.bodies.logs[vhost]; bl != nil || b.bodies.logs == nil {
+		return bl
+	}
+	dir := bodyLogDir(b.bodiesDir(), vhost)
+	s, err := osiris.Create(dir, b.bodyLogConfig(), b.queueLogOptions())
+	if errors.Is(err, osiris.ErrExists) {
+		s, err = osiris.Open(dir, b.queueLogOptions())
+	}
+	if err != nil {
+		b.log.Error("queues: cannot make a body log; fan-outs are written as copies", "vhost", vhost, "err", err)
+		return nil
+	}
+	bl := newBodyLog(vhost, s)
+	b.bodies.logs[vhost] = bl
+	return bl
+}
+
+// BodyLog returns vhost's body log (classic.Broker).
+func (h queueHost) BodyLog(vhost string) (*osiris.Stream, error) {
+	h.b.bodies.mu.Lock()
+	defer h.b.bodies.mu.Unlock()
+	if bl := h.b.bodies.logs[vhost]; bl != nil {
+		return bl.s, nil
+	}
+	return nil, fmt.Errorf("queues: vhost %q has no body log", vhost)
+}
+
+// publish stores p once in the body log and a reference to it in each
+// durable classic or quorum queue of dsts; done is called once per such
+// queue. It reports false, having done nothing, when the body log cannot
+// take the message: the caller writes copies.
+func (bl *bodyLog) publish(dsts []Destination, p *Publishing, done func(error)) bool {
+	bl.mu.Lock()
+	broken := bl.mu.broken
+	bl.mu.Unlock()
+	if broken != nil {
+		return false
+	}
+	ref, err := classic.AppendRef(make([]byte, 0, 32), p.Record, 0)
+	if err != nil {
+		return false // the queues refuse it as a copy
+	}
+	batch := &osiris.Batch{Messages: []osiris.Message{{Entry: p.Record}}, Done: bl.doneFn}
+	bl.fan.Lock()
+	off, err := bl.s.SubmitCounted(batch)
+	if err != nil {
+		bl.fan.Unlock()
+		return false
+	}
+	bl.assigned = off + 1
+	ref, _ = classic.AppendRef(ref[:0], p.Record, off)
+	for _, d := range dsts {
+		if d.shared() {
+			d.q.PublishRef(p.Record, ref, bl, off, p.Persistent, done)
+		}
+	}
+	bl.fan.Unlock()
+	return true
+}
+
+// bodyDone runs on the body log's writer goroutine, in submit order, as
+// bodies become durable or fail: it releases the queue batches waiting
+// for them.
+func (bl *bodyLog) bodyDone(r osiris.Result) {
+	bl.mu.Lock()
+	want := bl.mu.expect
+	bl.mu.expect++
+	switch {
+	case bl.mu.broken != nil:
+	case r.Err != nil:
+		bl.mu.broken = fmt.Errorf("queues: body log of vhost %q: %w", bl.vhost, r.Err)
+	case r.Written != 1 || r.LastOffset != want:
+		bl.mu.broken = fmt.Errorf("queues: body log of vhost %q: a body written at %d, expected at %d", bl.vhost, r.LastOffset, want)
+	default:
+		bl.mu.durable = want + 1
+	}
+	var run []bodyWaiter
+	keep := bl.mu.waiters[:0]
+	for _, w := range bl.mu.waiters {
+		if bl.mu.broken != nil || w.end <= bl.mu.durable {
+			run = append(run, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(bl.mu.waiters[len(keep):])
+	bl.mu.waiters = keep
+	err := bl.mu.broken
+	bl.mu.Unlock()
+	for _, w := range run {
+		w.fn(err)
+	}
+}
+
+// AfterDurable implements classic.BodyGate.
+func (bl *bodyLog) AfterDurable(end uint64, fn func(error)) {
+	bl.mu.Lock()
+	switch {
+	case end <= bl.mu.durable:
+		bl.mu.Unlock()
+		fn(nil)
+	case bl.mu.broken != nil:
+		err := bl.mu.broken
+		bl.mu.Unlock()
+		fn(err)
+	default:
+		bl.mu.waiters = append(bl.mu.waiters, bodyWaiter{end, fn})
+		bl.mu.Unlock()
+	}
+}
+
+// reclaimLoop runs reclaim every reclaimInterval until closeBodies.
+func (b *Broker) reclaimLoop() {
+	defer close(b.bodies.done)
+	t := time.NewTicker(reclaimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.bodies.stop:
+			return
+		case <-t.C:
+			b.ReclaimBodies()
+		}
+	}
+}
+
+// ReclaimBodies drops, in every body log, the sealed segments whose
+// bodies no queue references any more. It returns the number of segments
+// dropped. The broker runs it every second; tests call it.
+func (b *Broker) ReclaimBodies() int {
+	b.bodies.mu.Lock()
+	logs := make([]*bodyLog, 0, len(b.bodies.logs))
+	for _, bl := range b.bodies.logs {
+		logs = append(logs, bl)
+	}
+	b.bodies.mu.Unlock()
+	n := 0
+	for _, bl := range logs {
+		n += b.reclaim(bl)
+	}
+	return n
+}
+
+// reclaim drops bl's segments below every reference.
+func (b *Broker) reclaim(bl *bodyLog) int {
+	// Offsets taken before this point are in their queues (pending or
+	// written) by now; later ones are at or above low.
+	bl.fan.Lock()
+	low := bl.assigned
+	bl.fan.Unlock()
+	if !bl.s.CanTruncateBefore(low) {
+		return 0
+	}
+	for _, q := range b.Queues(bl.vhost) {
+		if !q.Def().Durable {
+			continue
+		}
+		l, ok, err := q.RefLow()
+		if err != nil {
+			if q.Closed() {
+				continue // deleted or closing: its references go with it
+			}
+			b.log.Warn("queues: body log reclaim: cannot read a queue's references", "vhost", bl.vhost, "queue", q.Def().Name, "err", err)
+			return 0
+		}
+		if ok {
+			low = min(low, l)
+		}
+	}
+	if !bl.s.CanTruncateBefore(low) {
+		return 0
+	}
+	n, err := bl.s.TruncateBefore(low)
+	if err != nil && !errors.Is(err, osiris.ErrClosed) {
+		b.log.Error("queues: body log reclaim", "vhost", bl.vhost, "err", err)
+	}
+	return n
+}

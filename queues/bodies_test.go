@@ -1,0 +1,165 @@
+package queues
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// publishTo routes one message to the named queues of vhost "/" and
+// waits for every destination's outcome.
+func publishTo(t testing.TB, b *Broker, rec []byte, persistent bool, names ...string) {
+	t.Helper()
+	var dsts []Destination
+	for _, n := range names {
+		d, ok := b.Destination("/", n)
+		if !ok {
+			t.Fatalf("no queue %q", n)
+		}
+		dsts = append(dsts, d)
+	}
+	errs := make(chan error, len(dsts))
+	Publish(dsts, &Publishing{Record: rec, Persistent: persistent}, func(err error) { errs <- err })
+	for range dsts {
+		if err := <-errs; err != nil {
+			t.Fatalf("publish to %v: %v", names, err)
+		}
+	}
+}
+
+// dirBytes is the size of the segment files in dir.
+func dirBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".segment") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+func (b *Broker) testBodyDir(vhost string) string { return bodyLogDir(b.bodiesDir(), vhost) }
+
+// drainAll consumes every ready message of q, acking them, and returns
+// their bodies in delivery order.
+func drainAll(t *testing.T, q *Queue, n int) []string {
+	t.Helper()
+	s := newSink(0)
+	c := consumeQ(t, q, "drain", 0, s)
+	gs := s.wait(t, n)
+	s.ack(q, gs...)
+	q.Cancel(c)
+	return bodiesOf(gs)
+}
+
+// Ensure a message routed to several durable queues is stored once:
+// each queue's log holds a small reference, every queue delivers every
+// message in publish order (with the messages only it got in between),
+// a transient queue gets its own copy, a restart keeps everything, and
+// the body log's segments go once no queue references them.
+func TestFanoutByReference(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Broker {
+		b, err := Open(dir, Options{QueueSegmentSize: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	a := declareQ(t, b, "a", true)
+	declareQ(t, b, "b", true)
+	if _, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "c", Durable: true, Args: map[string]any{"x-queue-type": "quorum"}}}); err != nil {
+		t.Fatal(err)
+	}
+	declareQ(t, b, "t", false)
+
+	const n = 400
+	body := strings.Repeat("x", 500)
+	var wantA, wantAll []string
+	for i := range n {
+		m := fmt.Sprintf("m%d-%s", i, body)
+		publishTo(t, b, testRecord(m, true), true, "a", "b", "c", "t")
+		wantA, wantAll = append(wantA, m), append(wantAll, m)
+		if i%10 == 0 {
+			only := fmt.Sprintf("only-a-%d", i)
+			publishTo(t, b, testRecord(only, true), true, "a")
+			wantA = append(wantA, only)
+		}
+	}
+	bodies := dirBytes(t, b.testBodyDir("/"))
+	if bodies < n*500 {
+		t.Fatalf("body log holds %d bytes for %d bodies of 500", bodies, n)
+	}
+	for _, name := range []string{"b", "c"} {
+		q, _ := b.Queue("/", name)
+		if got := dirBytes(t, b.testDir(q)); got > bodies/5 {
+			t.Fatalf("queue %s log holds %d bytes, bodies %d: not references", name, got, bodies)
+		}
+	}
+	if tq, _ := b.Queue("/", "t"); dirBytes(t, b.testDir(tq)) < n*500 {
+		t.Fatal("the transient queue did not get its own copy")
+	}
+	if got := drainAll(t, a, len(wantA)); !slices.Equal(got, wantA) {
+		t.Fatalf("queue a: %d messages, first %.20q; want %d", len(got), got[:min(3, len(got))], len(wantA))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// After a restart: b and c still have everything, a is empty.
+	b = open()
+	defer func() { b.Close() }()
+	qa, _ := b.Queue("/", "a")
+	qb, _ := b.Queue("/", "b")
+	qc, _ := b.Queue("/", "c")
+	wantCounts(t, qa, 0, 0)
+	wantCounts(t, qb, n, 0)
+	if got := drainAll(t, qc, n); !slices.Equal(got, wantAll) {
+		t.Fatalf("queue c after restart: %d messages", len(got))
+	}
+	// b still holds references to every body: nothing goes.
+	segs := segmentCount(t, b.testBodyDir("/"))
+	if segs < 3 {
+		t.Fatalf("body log has %d segments; the test wants several", segs)
+	}
+	b.ReclaimBodies()
+	if got := segmentCount(t, b.testBodyDir("/")); got != segs {
+		t.Fatalf("body segments %d -> %d while queue b references them", segs, got)
+	}
+	// b consumes half: the segments below its oldest reference go.
+	s := newSink(0)
+	c := consumeQ(t, qb, "half", 0, s)
+	gs := s.wait(t, n)
+	if !slices.Equal(bodiesOf(gs), wantAll) {
+		t.Fatalf("queue b after restart: %d messages", len(gs))
+	}
+	s.ack(qb, gs[:n/2]...)
+	eventually(t, "body segments below queue b's oldest reference deleted", func() bool {
+		b.ReclaimBodies()
+		return segmentCount(t, b.testBodyDir("/")) < segs
+	})
+	if got := segmentCount(t, b.testBodyDir("/")); got < 2 {
+		t.Fatalf("body segments %d -> %d after half of b was acked", segs, got)
+	}
+	// Deleting b lets go of the rest but the active segment.
+	qb.Cancel(c)
+	if _, err := b.DeleteQueue("/", "b", nil, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every body segment but the active one deleted", func() bool {
+		b.ReclaimBodies()
+		return segmentCount(t, b.testBodyDir("/")) == 1
+	})
+}
