@@ -215,7 +215,7 @@ func (bl *bodyLog) publish(dsts []Destination, p *Publishing, done func(error)) 
 		return false
 	}
 	bl.assigned = off + 1
-	ref, _ = classic.AppendRef(ref[:0], p.Record, off)
+	classic.SetRefOffset(ref, off)
 	for _, d := range dsts {
 		if d.shared() {
 			d.q.PublishRef(p.Record, ref, bl, off, p.Persistent, done)

@@ -34,6 +34,7 @@
 //	quorum.go   what a quorum queue does differently
 //	history.go  queue history: keeping settled segments within the
 //	            history limits, and what history readers need
+//	refs.go     fan-out by reference: how low a queue's references go
 //	config.go   the effective settings: arguments and policy
 //	record.go   the log record codec
 //	persist.go  the Persister: writing the ack state
@@ -78,13 +79,33 @@
 // came with, which AMQP 1.0 consumers get back as sent (0-9-1 properties
 // have no place for to, subject, absolute-expiry-time, group-sequence,
 // reply-to-group-id, and keep creation-time in seconds); 0-9-1 consumers
-// never see it. The other bits are zero; bits 1 to 3 came later (a
-// reader that predates one drops such records as malformed). exchange
+// never see it. Bit 4 (recRef) makes the record a reference (below). The
+// other bits are zero; bits 1 to 4 came later (a reader that predates one
+// drops such records as malformed). exchange
 // and routing key are AMQP shortstrs. properties are the content header's
 // property flags (u16) and values exactly as consumers get them. The body
 // is the rest of the record. Integers are big-endian. EncodeRecord writes the
 // entry, so one encoded message is appended as is to every queue it is
 // routed to.
+//
+// A reference record stands for a message stored once for several
+// durable queues, in its vhost's body log (fan-out by reference: refs.go
+// here, bodies.go in package queues); the body record there is the
+// record above, byte for byte:
+//
+//	+------------------------+----------------+----------+-------------+-------------------+
+//	| flags u8 (0x10 | 0x01) | body offset u64 | size u32 | priority u8 | expiration ms i64 |
+//	+------------------------+----------------+----------+-------------+-------------------+
+//
+// Only recPersistent may go with recRef. size is the body's length,
+// priority the message's priority property (0 when none; clamped to the
+// queue's levels when read), expiration its expiration property in ms
+// (-1 when none): what a queue needs at enqueue and recovery without
+// reading the body. A taker, the dead-letter worker and a history reader
+// read the body at the offset (bodyReader, read.go). A queue writes a
+// reference only once its body is durable (BodyGate), and takes its
+// references in body order. Every reference has a chunk filter value
+// ('r' unless it has 't' or 'e' below).
 //
 // A durable queue's log also marks transient messages in the chunk Bloom
 // filter (filter value "t"), and persistent messages with an expiration

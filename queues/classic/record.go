@@ -134,6 +134,9 @@ func AppendRef(dst, rec []byte, bodyOff uint64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(dst, uint64(m.msgTTL)), nil
 }
 
+// SetRefOffset sets the body offset of ref, an entry AppendRef made.
+func SetRefOffset(ref []byte, bodyOff uint64) { binary.BigEndian.PutUint64(ref[4+1:], bodyOff) }
+
 // isRef reports whether b, a record without its entry size, is a
 // reference record.
 func isRef(b []byte) bool { return len(b) > 0 && b[0]&recRef != 0 }

@@ -147,6 +147,10 @@ func TestRefRecord(t *testing.T) {
 		if err != nil || m.size != 10 || m.prio != min(tc.prio, 5) || m.msgTTL != tc.ttl {
 			t.Fatalf("%s: meta %+v, %v", tc.name, m, err)
 		}
+		SetRefOffset(ref, 99)
+		if r, err := parseRecord(ref[4:]); err != nil || r.bodyOff != 99 || r.refMeta.size != 10 {
+			t.Fatalf("%s: after SetRefOffset %+v, %v", tc.name, r, err)
+		}
 		if _, err := AppendRef(nil, ref, 1); err == nil {
 			t.Fatalf("%s: a reference to a reference was made", tc.name)
 		}
