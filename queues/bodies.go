@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warren-mq/warren/osiris"
@@ -44,8 +45,9 @@ const reclaimInterval = time.Second
 
 // bodyLogs are the broker's body logs, by vhost.
 type bodyLogs struct {
-	mu   sync.Mutex
-	logs map[string]*bodyLog
+	bodies, refs atomic.Uint64 // fan-outs stored by reference, references written
+	mu           sync.Mutex
+	logs         map[string]*bodyLog
 	stop chan struct{} // closed by closeBodies: the reclaimer ends
 	done chan struct{} // closed when it has
 }
@@ -54,6 +56,7 @@ type bodyLogs struct {
 type bodyLog struct {
 	vhost string
 	s     *osiris.Stream
+	ctr   *bodyLogs // the broker's counters
 
 	// fan is held while a fan-out takes its body offset and hands its
 	// references to the queues, and while reclaim reads assigned.
@@ -114,15 +117,15 @@ func (b *Broker) openBodies() error {
 		if err != nil {
 			return fmt.Errorf("queues: open the body log of vhost %q: %w", vhost, err)
 		}
-		b.bodies.logs[vhost] = newBodyLog(vhost, s)
+		b.bodies.logs[vhost] = newBodyLog(&b.bodies, vhost, s)
 	}
 	b.bodies.stop, b.bodies.done = make(chan struct{}), make(chan struct{})
 	go b.reclaimLoop()
 	return nil
 }
 
-func newBodyLog(vhost string, s *osiris.Stream) *bodyLog {
-	bl := &bodyLog{vhost: vhost, s: s}
+func newBodyLog(ctr *bodyLogs, vhost string, s *osiris.Stream) *bodyLog {
+	bl := &bodyLog{vhost: vhost, s: s, ctr: ctr}
 	next := s.Stats().NextOffset
 	bl.assigned, bl.mu.expect, bl.mu.durable = next, next, next
 	bl.doneFn = bl.bodyDone
@@ -139,7 +142,7 @@ func (b *Broker) closeBodies() error {
 	<-b.bodies.done
 	b.bodies.mu.Lock()
 	logs := b.bodies.logs
-	b.bodies.logs = map[string]*bodyLog{}
+	b.bodies.logs = nil // no more body logs: fan-outs are copies
 	b.bodies.mu.Unlock()
 	var errs []error
 	for _, bl := range logs {
@@ -177,7 +180,7 @@ func (b *Broker) bodyLog(vhost string) *bodyLog {
 		b.log.Error("queues: cannot make a body log; fan-outs are written as copies", "vhost", vhost, "err", err)
 		return nil
 	}
-	bl := newBodyLog(vhost, s)
+	bl := newBodyLog(&b.bodies, vhost, s)
 	b.bodies.logs[vhost] = bl
 	return bl
 }
@@ -216,12 +219,16 @@ func (bl *bodyLog) publish(dsts []Destination, p *Publishing, done func(error)) 
 	}
 	bl.assigned = off + 1
 	classic.SetRefOffset(ref, off)
+	n := 0
 	for _, d := range dsts {
 		if d.shared() {
 			d.q.PublishRef(p.Record, ref, bl, off, p.Persistent, done)
+			n++
 		}
 	}
 	bl.fan.Unlock()
+	bl.ctr.bodies.Add(1)
+	bl.ctr.refs.Add(uint64(n))
 	return true
 }
 
@@ -342,4 +349,36 @@ func (b *Broker) reclaim(bl *bodyLog) int {
 		b.log.Error("queues: body log reclaim", "vhost", bl.vhost, "err", err)
 	}
 	return n
+}
+
+// BodyLogStat describes one vhost's body log.
+type BodyLogStat struct {
+	VHost    string
+	Bytes    int64 // its segment files
+	Segments int
+	// FirstOffset and NextOffset bound the bodies it holds (including
+	// those no queue references any more, until their segment goes).
+	FirstOffset, NextOffset uint64
+}
+
+// BodyLogStats returns the body logs (fan-out by reference), by vhost.
+func (b *Broker) BodyLogStats() []BodyLogStat {
+	b.bodies.mu.Lock()
+	logs := make([]*bodyLog, 0, len(b.bodies.logs))
+	for _, bl := range b.bodies.logs {
+		logs = append(logs, bl)
+	}
+	b.bodies.mu.Unlock()
+	out := make([]BodyLogStat, 0, len(logs))
+	for _, bl := range logs {
+		st := bl.s.Stats()
+		out = append(out, BodyLogStat{VHost: bl.vhost, Bytes: st.Bytes, Segments: st.Segments, FirstOffset: st.FirstOffset, NextOffset: st.NextOffset})
+	}
+	return out
+}
+
+// FanoutCounts returns the messages stored once for several queues and
+// the references written for them, since the broker opened.
+func (b *Broker) FanoutCounts() (bodies, refs uint64) {
+	return b.bodies.bodies.Load(), b.bodies.refs.Load()
 }

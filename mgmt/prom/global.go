@@ -212,6 +212,20 @@ func (sc *scrape) warren(e *emitter, d *data) {
 			add(float64(b.ProtoCounters(p).FlowHolds), queues.ProtoNames[p])
 		}
 	})
+	bodies, refs := b.FanoutCounts()
+	e.one("fanout_bodies_total", "Messages routed to several durable queues and stored once, in their vhost's body log", counter, float64(bodies))
+	e.one("fanout_references_total", "References to those messages written to the queues' logs in place of copies", counter, float64(refs))
+	bls := b.BodyLogStats()
+	e.labelled("body_log_bytes", "Bytes of the segment files of a vhost's body log (fan-out by reference)", gauge, []string{"vhost"}, func(add func(float64, ...string)) {
+		for _, st := range bls {
+			add(float64(st.Bytes), st.VHost)
+		}
+	})
+	e.labelled("body_log_segments", "Segment files of a vhost's body log", gauge, []string{"vhost"}, func(add func(float64, ...string)) {
+		for _, st := range bls {
+			add(float64(st.Segments), st.VHost)
+		}
+	})
 	per := sc.perObject()
 	obj := func(name, help string, t prometheus.ValueType, pick func(*qrow) (float64, bool)) {
 		if !per {
