@@ -84,3 +84,40 @@ func TestSubmitCounted(t *testing.T) {
 		t.Fatalf("with a producer: %v", err)
 	}
 }
+
+// Ensure a NoSync batch is confirmed without an fsync under FsyncAlways,
+// and that Sync, or the next batch that wants one, syncs it.
+func TestNoSyncBatch(t *testing.T) {
+	s := mustCreate(t, t.TempDir(), Config{Fsync: FsyncAlways}, Options{})
+	dirty := func() bool {
+		var d bool
+		if err := s.do(func() { d = s.w.dirty }); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	res := make(chan Result, 1)
+	if err := s.Submit(&Batch{Messages: msgs("n", 0, 3), NoSync: true, Done: func(r Result) { res <- r }}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.Err != nil || r.Written != 3 {
+		t.Fatalf("NoSync batch: %+v", r)
+	}
+	if !dirty() {
+		t.Fatal("a NoSync batch was synced")
+	}
+	if err := s.Sync(); err != nil || dirty() {
+		t.Fatalf("Sync: %v, dirty %v", err, dirty())
+	}
+	if err := s.Submit(&Batch{Messages: msgs("n", 3, 4), NoSync: true, Done: func(r Result) { res <- r }}); err != nil {
+		t.Fatal(err)
+	}
+	<-res
+	mustAppend(t, s, "", msgs("s", 0, 1)...) // wants a sync: covers the earlier one
+	if dirty() {
+		t.Fatal("a syncing batch left the stream dirty")
+	}
+	if got := readAll(t, s, First(), ReaderOptions{}); len(got) != 5 {
+		t.Fatalf("read %d records", len(got))
+	}
+}

@@ -51,6 +51,11 @@ type Batch struct {
 	// Done is called once by the writer goroutine when the batch is durable
 	// as the fsync policy defines, or has failed. It must not block.
 	Done func(Result)
+	// NoSync asks for the batch to be confirmed once written to the
+	// operating system, without an fsync, even under FsyncAlways: its
+	// owner can rebuild it after a crash from elsewhere. The next sync of
+	// the stream (another batch's, a roll's, Sync) covers it.
+	NoSync bool
 }
 
 // Result is the outcome of a Batch.
@@ -355,6 +360,22 @@ func (s *Stream) do(fn func()) error {
 	s.notify(false)
 	<-ch
 	return nil
+}
+
+// Sync makes everything written so far durable: it syncs the active
+// segment if anything was written to it since its last sync (sealed
+// segments were synced when they rolled).
+func (s *Stream) Sync() error {
+	var err error
+	if e := s.do(func() {
+		if s.w.dirty && s.w.werr == nil {
+			s.w.sync()
+		}
+		err = s.w.werr
+	}); e != nil {
+		return e
+	}
+	return err
 }
 
 // Flush waits until everything submitted before it is written and

@@ -349,7 +349,11 @@ func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 			// No user chunk carried them in its trailer.
 			w.writeDelta(cfg)
 		}
-		w.commit(cfg)
+		sync := len(offsets) > 0
+		for _, b := range batches {
+			sync = sync || !b.NoSync
+		}
+		w.commit(cfg, sync)
 	}
 	for i, b := range batches {
 		r := results[i]
@@ -606,12 +610,14 @@ func (w *writer) roll(cfg *Config) error {
 
 // commit writes what is buffered, syncs as the policy asks and publishes
 // the new tail to readers.
-func (w *writer) commit(cfg *Config) {
+// Under FsyncAlways it syncs unless sync is false (every batch of the
+// cycle is NoSync).
+func (w *writer) commit(cfg *Config, sync bool) {
 	w.flush()
 	if w.werr != nil {
 		return
 	}
-	if cfg.Fsync == FsyncAlways && w.dirty {
+	if cfg.Fsync == FsyncAlways && w.dirty && sync {
 		w.sync()
 		if w.werr != nil {
 			return
