@@ -3,6 +3,7 @@ package queues
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -162,4 +163,99 @@ func TestFanoutByReference(t *testing.T) {
 		b.ReclaimBodies()
 		return segmentCount(t, b.testBodyDir("/")) == 1
 	})
+}
+
+// fileSizes returns the sizes of the segment and index files in dir.
+func fileSizes(t testing.TB, dir string) map[string]int64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".segment") || strings.HasSuffix(e.Name(), ".index") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[e.Name()] = fi.Size()
+		}
+	}
+	return out
+}
+
+// Ensure references a crash lost are rebuilt from the body log, the
+// journal, at the next start: a queue's log cut back to where it was
+// before the last fan-outs gets their references again, in order, after
+// the messages it kept; the queue that kept them gets no second copy;
+// and a checkpoint moves the journal's start past what it covers.
+func TestFanoutRebuildsLostReferences(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{QueueSegmentSize: 1 << 20, BodyReclaimInterval: -1}
+	b, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1 := declareQ(t, b, "q1", true)
+	declareQ(t, b, "q2", true)
+	var want []string
+	for i := range 20 {
+		m := fmt.Sprintf("early-%d", i)
+		publishTo(t, b, testRecord(m, true), true, "q1", "q2")
+		want = append(want, m)
+	}
+	// A message for q1 alone, synced: the cut keeps it.
+	publishTo(t, b, testRecord("direct", true), true, "q1")
+	wantQ1 := append(append([]string(nil), want...), "direct")
+	q1dir := b.testDir(q1)
+	kept := fileSizes(t, q1dir)
+	for i := range 30 {
+		m := fmt.Sprintf("late-%d", i)
+		publishTo(t, b, testRecord(m, true), true, "q1", "q2")
+		want, wantQ1 = append(want, m), append(wantQ1, m)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: q1's log never got the last 30 references.
+	for name, size := range kept {
+		if err := os.Truncate(filepath.Join(q1dir, name), size); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.Close() }()
+	q1, _ = b.Queue("/", "q1")
+	q2, _ := b.Queue("/", "q2")
+	wantCounts(t, q1, len(wantQ1), 0)
+	wantCounts(t, q2, len(want), 0)
+	if got := drainAll(t, q1, len(wantQ1)); !slices.Equal(got, wantQ1) {
+		t.Fatalf("q1 after the rebuild: %q", got)
+	}
+	if got := drainAll(t, q2, len(want)); !slices.Equal(got, want) {
+		t.Fatalf("q2 after the rebuild: %q", got)
+	}
+
+	// A checkpoint covers everything: nothing to rebuild after the next
+	// start, whatever the body log holds.
+	publishTo(t, b, testRecord("after", true), true, "q1", "q2")
+	b.ReclaimBodies()
+	var ck bodyCheckpoint
+	if err := b.cat.get(bodyCkptKey("/"), &ck); err != nil || ck.From != uint64(len(want)+1) || len(ck.Ends) != 2 {
+		t.Fatalf("checkpoint %+v, %v; want from %d and two queues", ck, err, len(want)+1)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1, _ = b.Queue("/", "q1")
+	wantCounts(t, q1, 1, 0)
 }

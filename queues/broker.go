@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues/alarm"
@@ -45,6 +46,10 @@ type Options struct {
 	// queue logs (the unit in which settled messages and a queue's
 	// history go); 0 means 8 MiB.
 	QueueSegmentSize int64
+	// BodyReclaimInterval is how often the body logs of fan-out by
+	// reference are checkpointed and reclaimed (bodies.go); 0 is a
+	// second, negative never (tests call ReclaimBodies).
+	BodyReclaimInterval time.Duration
 }
 
 // Bootstrap is the identity created in an empty catalog.
@@ -180,6 +185,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	b.journalRebuilt()
 	return b, nil
 }
 

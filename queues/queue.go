@@ -480,6 +480,10 @@ func (b *Broker) openQueues() error {
 		if err != nil {
 			return fmt.Errorf("queues: open %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
+		if err := b.rebuildRefs(def, s); err != nil {
+			s.Close()
+			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)
+		}
 		q, err := classic.Recover(b.qenv, def, s)
 		if err != nil {
 			s.Close()

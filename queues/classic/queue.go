@@ -221,9 +221,10 @@ type Queue struct {
 		// gate is the vhost's body log once the queue has taken a
 		// reference record (PublishRef); refs counts them; refLow is
 		// what RefLow last found (refs.go).
-		gate   BodyGate
-		refs   uint64
-		refLow refLowCache
+		gate       BodyGate
+		refs       uint64
+		refLow     refLowCache
+		refWaiters int // RefsWritten calls waiting on idle
 	}
 
 	// get is basic.get's reader, used under its lock and closed when idle.
@@ -569,7 +570,9 @@ func (q *Queue) publish(rec, ref []byte, gate BodyGate, bodyOff uint64, persiste
 	pb.batch.Messages = append(pb.batch.Messages, osiris.Message{Entry: entry, Filter: filter})
 	pb.metas = append(pb.metas, m)
 	pb.dones = append(pb.dones, done)
-	if ref != nil {
+	if ref == nil {
+		pb.direct = true
+	} else {
 		if pb.bodyEnd == 0 {
 			pb.firstBody = bodyOff
 		}
@@ -609,7 +612,12 @@ type pubBatch struct {
 	// bodyEnd is past the highest body offset the batch's references
 	// name, 0 when it holds none; firstBody is the lowest (the first).
 	bodyEnd, firstBody uint64
-	gatedFn            func(error) // pb.gated, bound once
+	// direct: the batch holds a message that is not a reference. A batch
+	// of references only is written without an fsync: the body log,
+	// synced, is their journal (bodies.go in package queues rebuilds
+	// what a crash lost of them).
+	direct  bool
+	gatedFn func(error) // pb.gated, bound once
 }
 
 // submit writes the batch; gate is the queue's body log, nil when it has
@@ -642,6 +650,7 @@ func (pb *pubBatch) gated(err error) {
 
 // write hands the batch to the log's writer.
 func (pb *pubBatch) write() {
+	pb.batch.NoSync = pb.bodyEnd > 0 && !pb.direct
 	if err := pb.q.log.Submit(&pb.batch); err != nil {
 		if errors.Is(err, osiris.ErrClosed) {
 			err = pb.q.errGone()
@@ -673,12 +682,15 @@ func (pb *pubBatch) done(r osiris.Result) {
 		clear(pb.batch.Messages)
 		pb.dones, pb.batch.Messages, pb.metas = pb.dones[:0], pb.batch.Messages[:0], pb.metas[:0]
 	}
-	pb.bodyEnd, pb.firstBody = 0, 0
+	pb.bodyEnd, pb.firstBody, pb.direct = 0, 0, false
 	q.pub.Lock()
 	if next := q.pub.cur; len(next.batch.Messages) > 0 {
 		q.pub.cur = pb
 		q.pub.flying = next
 		gate := q.pub.gate
+		if q.pub.refWaiters > 0 {
+			q.pub.idle.Broadcast() // RefsWritten
+		}
 		q.pub.Unlock()
 		next.submit(gate)
 		return

@@ -63,8 +63,9 @@ var errBodyGone = errors.New("queues: body reclaimed")
 // body records they name in the vhost's body log. Consecutive references
 // name nearby offsets, so its chunkReader mostly reads forward.
 type bodyReader struct {
-	q  *Queue
-	cr chunkReader
+	q   *Queue
+	cr  chunkReader
+	ids []uint64 // scratch for ParseBody
 }
 
 // resolve returns raw (a record without its entry size) when it is not
@@ -100,6 +101,9 @@ func (b *bodyReader) resolve(raw []byte) ([]byte, error) {
 			return nil, errBodyGone
 		}
 		return nil, fmt.Errorf("body %d missing from the body log: %w", r.bodyOff, errBadRecord)
+	}
+	if b.ids, body, err = ParseBody(body, b.ids[:0]); err != nil {
+		return nil, fmt.Errorf("body %d: %w", r.bodyOff, err)
 	}
 	if isRef(body) {
 		return nil, fmt.Errorf("body %d is a reference: %w", r.bodyOff, errBadRecord)

@@ -122,8 +122,13 @@ func AppendRef(dst, rec []byte, bodyOff uint64) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	return appendRefMeta(dst, r.persistent, bodyOff, m), nil
+}
+
+// appendRefMeta appends a reference entry.
+func appendRefMeta(dst []byte, persistent bool, bodyOff uint64, m pubMeta) []byte {
 	flags := byte(recRef)
-	if r.persistent {
+	if persistent {
 		flags |= recPersistent
 	}
 	dst = binary.BigEndian.AppendUint32(dst, refRecordSize)
@@ -131,7 +136,59 @@ func AppendRef(dst, rec []byte, bodyOff uint64) ([]byte, error) {
 	dst = binary.BigEndian.AppendUint64(dst, bodyOff)
 	dst = binary.BigEndian.AppendUint32(dst, m.size)
 	dst = append(dst, m.prio)
-	return binary.BigEndian.AppendUint64(dst, uint64(m.msgTTL)), nil
+	return binary.BigEndian.AppendUint64(dst, uint64(m.msgTTL))
+}
+
+// bodyMark is the first byte of a body log entry: no record's flags have
+// its bit.
+const bodyMark = 0x80
+
+// AppendBody appends to dst the body log entry of rec, a record entry as
+// EncodeRecord makes it, stored for the durable queues whose directory
+// ids are ids:
+//
+//	+--------------+--------------+------------------+--------+
+//	| 0x80 u8      | n uvarint    | n ids (uvarint)  | record |
+//	+--------------+--------------+------------------+--------+
+//
+// The ids are the body log's journal of the references: after a crash,
+// the broker rebuilds the references a queue lost from them.
+func AppendBody(dst, rec []byte, ids []uint64) []byte {
+	dst = slices.Grow(dst, 4+1+binary.MaxVarintLen64*(1+len(ids))+len(rec)-4)
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, bodyMark)
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = binary.AppendUvarint(dst, id)
+	}
+	dst = append(dst, rec[4:]...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// ParseBody splits a body log entry's data (without its size) into the
+// queue ids it names and its record (without a size). ids aliases
+// scratch.
+func ParseBody(b []byte, scratch []uint64) (ids []uint64, rec []byte, err error) {
+	if len(b) == 0 || b[0] != bodyMark {
+		return nil, nil, fmt.Errorf("body entry without its mark: %w", errBadRecord)
+	}
+	p := 1
+	n, k := binary.Uvarint(b[p:])
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, nil, fmt.Errorf("body entry id count: %w", errBadRecord)
+	}
+	p += k
+	ids = scratch[:0]
+	for range n {
+		id, k := binary.Uvarint(b[p:])
+		if k <= 0 {
+			return nil, nil, fmt.Errorf("body entry id: %w", errBadRecord)
+		}
+		p += k
+		ids = append(ids, id)
+	}
+	return ids, b[p:], nil
 }
 
 // SetRefOffset sets the body offset of ref, an entry AppendRef made.

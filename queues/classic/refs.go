@@ -1,6 +1,9 @@
 package classic
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
 )
@@ -144,4 +147,133 @@ func (q *Queue) Closed() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.mu.closed
+}
+
+// RefsWritten waits until every reference the queue took for a body
+// below end has been written to its log (or failed), for the broker's
+// journal checkpoint. A batch of references only is written without an
+// fsync: SyncLog makes them durable.
+func (q *Queue) RefsWritten(end uint64) {
+	q.pub.Lock()
+	defer q.pub.Unlock()
+	q.pub.refWaiters++
+	defer func() { q.pub.refWaiters-- }()
+	for {
+		pending := false
+		for _, pb := range []*pubBatch{q.pub.flying, q.pub.cur} {
+			if pb != nil && pb.bodyEnd > 0 && pb.firstBody < end {
+				pending = true
+			}
+		}
+		if !pending {
+			return
+		}
+		q.pub.idle.Wait()
+	}
+}
+
+// SyncLog syncs what the queue's log holds (osiris.Stream.Sync).
+func (q *Queue) SyncLog() error { return q.log.Sync() }
+
+// LogNext is the offset the queue's next record will get.
+func (q *Queue) LogNext() uint64 { return uint64(q.log.CommittedOffset() + 1) }
+
+// BodyRef is a body of the vhost's body log that names a queue: what
+// RebuildRefs needs to write its reference.
+type BodyRef struct {
+	Off uint64
+	Rec []byte // the body record (ParseBody)
+}
+
+// RebuildRefs appends to s, the log of a durable queue that is about to
+// be recovered (quorum: a quorum queue), the references a crash lost: of
+// bodies, the bodies naming the queue from the broker's last journal
+// checkpoint on (in body order), those past the last reference s holds
+// at or after offset from (where the checkpoint found s's end). A batch
+// of references only is written without an fsync and confirmed, so the
+// lost ones are a suffix of what the queue took. It returns how many it
+// wrote.
+func RebuildRefs(s *osiris.Stream, quorum bool, from uint64, bodies []BodyRef) (int, error) {
+	if len(bodies) == 0 {
+		return 0, nil
+	}
+	last, has, err := lastRef(s, from)
+	if err != nil {
+		return 0, err
+	}
+	var msgs []osiris.Message
+	for _, b := range bodies {
+		if has && b.Off <= last {
+			continue
+		}
+		r, err := parseRecord(b.Rec)
+		if err != nil || r.ref {
+			continue // the queue would drop it
+		}
+		if !r.persistent && !quorum {
+			continue // transient: gone with the restart anyway
+		}
+		m, err := parseMeta(r, 255)
+		if err != nil {
+			continue
+		}
+		ref := appendRefMeta(nil, r.persistent, b.Off, m)
+		filter := refFilter
+		switch {
+		case !r.persistent:
+			filter = transientFilter
+		case m.msgTTL >= 0:
+			filter = expiringFilter
+		}
+		msgs = append(msgs, osiris.Message{Entry: ref, Filter: filter})
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if _, err := s.Append(context.Background(), "", msgs...); err != nil {
+		return 0, fmt.Errorf("queues: rebuild references: %w", err)
+	}
+	return len(msgs), nil
+}
+
+// lastRef returns the body offset of the last reference in s at or after
+// offset from.
+func lastRef(s *osiris.Stream, from uint64) (uint64, bool, error) {
+	from = max(from, s.FirstSegmentBase())
+	r, err := s.NewReader(osiris.AtOffset(from), osiris.ReaderOptions{})
+	if err != nil {
+		return 0, false, err
+	}
+	defer r.Close()
+	var last uint64
+	var has bool
+	var buf []byte
+	for {
+		c, ok, err := r.TryNext()
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			return last, has, nil
+		}
+		h := &c.Header
+		if h.BloomSize == 0 || h.Type != segment.ChunkUser || h.NextOffset() <= from {
+			continue
+		}
+		if buf, err = c.ReadData(buf[:0]); err != nil {
+			return 0, false, err
+		}
+		for data := buf; len(data) > 0; {
+			e, rest, err := segment.ParseEntry(data)
+			if err != nil || e.SubBatch {
+				return 0, false, segment.ErrCorrupt
+			}
+			data = rest
+			if isRef(e.Data) {
+				if ref, err := parseRef(e.Data); err == nil {
+					last, has = max(last, ref.bodyOff), true
+				}
+			}
+		}
+	}
 }
