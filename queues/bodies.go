@@ -255,12 +255,30 @@ func (bl *bodyLog) publish(dsts []Destination, p *Publishing, done func(error)) 
 	if err != nil {
 		return false // the queues refuse it as a copy
 	}
+	// The queues admit the message first (a reject overflow refuses it
+	// before the body is written), so the body names only those that took
+	// it and a rebuild never gives a queue what it refused.
+	type admitted struct {
+		q *Queue
+		a classic.RefAdmission
+	}
+	var admBuf [16]admitted
 	var idBuf [16]uint64
-	ids := idBuf[:0]
+	adm, ids := admBuf[:0], idBuf[:0]
 	for _, d := range dsts {
-		if d.shared() {
-			ids = append(ids, d.q.Def().ID)
+		if !d.shared() {
+			continue
 		}
+		a, err := d.q.AdmitRef(p.Record)
+		if err != nil {
+			done(err)
+			continue
+		}
+		adm = append(adm, admitted{d.q, a})
+		ids = append(ids, d.q.Def().ID)
+	}
+	if len(adm) == 0 {
+		return true
 	}
 	body := classic.AppendBody(nil, p.Record, ids)
 	batch := &osiris.Batch{Messages: []osiris.Message{{Entry: body}}, Done: bl.doneFn}
@@ -268,18 +286,19 @@ func (bl *bodyLog) publish(dsts []Destination, p *Publishing, done func(error)) 
 	off, err := bl.s.SubmitCounted(batch)
 	if err != nil {
 		bl.fan.Unlock()
-		return false
+		for _, x := range adm {
+			x.q.CancelRef(x.a)
+			x.q.Publish(p.Record, p.Persistent, done) // a copy after all
+		}
+		return true
 	}
 	bl.assigned = off + 1
 	classic.SetRefOffset(ref, off)
-	n := 0
-	for _, d := range dsts {
-		if d.shared() {
-			d.q.PublishRef(p.Record, ref, bl, off, p.Persistent, done)
-			n++
-		}
+	for _, x := range adm {
+		x.q.PublishRef(p.Record, ref, x.a, bl, off, p.Persistent, done)
 	}
 	bl.fan.Unlock()
+	n := len(adm)
 	bl.ctr.bodies.Add(1)
 	bl.ctr.refs.Add(uint64(n))
 	return true

@@ -259,3 +259,59 @@ func TestFanoutRebuildsLostReferences(t *testing.T) {
 	q1, _ = b.Queue("/", "q1")
 	wantCounts(t, q1, 1, 0)
 }
+
+// Ensure a queue that refuses a fan-out (x-overflow reject-publish) is not
+// named by its body, so a rebuild after a crash never gives it what it
+// refused, while the queue that took the message gets it back.
+func TestFanoutRejectPublishNotRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{BodyReclaimInterval: -1}
+	b, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := declareWith(t, b, "full", true, map[string]any{"x-max-length": int64(5), "x-overflow": "reject-publish"})
+	other := declareQ(t, b, "other", true)
+	before := map[string]map[string]int64{"full": fileSizes(t, b.testDir(full)), "other": fileSizes(t, b.testDir(other))}
+	dirs := map[string]string{"full": b.testDir(full), "other": b.testDir(other)}
+	rejected := 0
+	for i := range 10 {
+		d1, _ := b.Destination("/", "full")
+		d2, _ := b.Destination("/", "other")
+		errs := make(chan error, 2)
+		Publish([]Destination{d1, d2}, &Publishing{Record: testRecord(fmt.Sprint("m", i), true), Persistent: true}, func(err error) { errs <- err })
+		for range 2 {
+			if err := <-errs; err == ErrRejectPublish {
+				rejected++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rejected != 5 {
+		t.Fatalf("%d refusals, want 5", rejected)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash lost every reference.
+	for q, sizes := range before {
+		for name, size := range sizes {
+			if err := os.Truncate(filepath.Join(dirs[q], name), size); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	full, _ = b.Queue("/", "full")
+	other, _ = b.Queue("/", "other")
+	wantCounts(t, full, 5, 0)
+	wantCounts(t, other, 10, 0)
+	if got := drainAll(t, full, 5); !slices.Equal(got, []string{"m0", "m1", "m2", "m3", "m4"}) {
+		t.Fatalf("full after the rebuild: %q", got)
+	}
+}

@@ -504,24 +504,46 @@ type BodyGate interface {
 	AfterDurable(end uint64, fn func(error))
 }
 
-// PublishRef is Publish of a message stored once for several queues:
-// rec is its record (as EncodeRecord makes it), stored at offset bodyOff
-// of the vhost's body log, which gate is; ref is the reference entry
-// AppendRef made of it, what the queue's log gets. The queue writes the
-// reference only once the body is durable, so that no reference on disk
-// ever names a body that is not; done is called as Publish says, after
-// both. A queue takes its references in body order: the caller publishes
-// to a queue in the order of bodyOff. rec and ref must not change until
-// done is called.
-func (q *Queue) PublishRef(rec, ref []byte, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
-	q.publish(rec, ref, gate, bodyOff, persistent, done)
+// RefAdmission is a queue's acceptance of a message stored once for
+// several queues (AdmitRef), taken before the body is written, so that
+// the body log names only the queues that took the message.
+type RefAdmission struct{ m pubMeta }
+
+// AdmitRef parses rec (a record as EncodeRecord makes it) and applies the
+// queue's reject overflow to it, as Publish does: ErrRejectPublish (the
+// message dead-lettered for reject-publish-dlx) when the queue refuses
+// it. An admission is used by PublishRef or given back by CancelRef.
+func (q *Queue) AdmitRef(rec []byte) (RefAdmission, error) {
+	m, err := q.admitRec(rec)
+	return RefAdmission{m}, err
 }
 
-// publish is Publish, or with ref set PublishRef.
-func (q *Queue) publish(rec, ref []byte, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
+// CancelRef gives back an admission whose body could not be written.
+func (q *Queue) CancelRef(a RefAdmission) {
+	if a.m.reserved {
+		q.mu.Lock()
+		q.unreserveLocked([]pubMeta{a.m})
+		q.mu.Unlock()
+	}
+}
+
+// PublishRef is Publish of a message stored once for several queues,
+// which AdmitRef admitted: rec is its record (as EncodeRecord makes it),
+// stored at offset bodyOff of the vhost's body log, which gate is; ref
+// is the reference entry AppendRef made of it, what the queue's log
+// gets. The queue writes the reference only once the body is durable, so
+// that no reference on disk ever names a body that is not; done is
+// called as Publish says, after both. A queue takes its references in
+// body order: the caller publishes to a queue in the order of bodyOff.
+// rec and ref must not change until done is called.
+func (q *Queue) PublishRef(rec, ref []byte, a RefAdmission, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
+	q.enqueue(rec, ref, a.m, gate, bodyOff, persistent, done)
+}
+
+// admitRec parses rec and applies the reject overflow to it.
+func (q *Queue) admitRec(rec []byte) (pubMeta, error) {
 	if err := checkEntry(rec); err != nil {
-		done(err)
-		return
+		return pubMeta{}, err
 	}
 	r, err := parseRecord(rec[4:])
 	var m pubMeta
@@ -532,13 +554,27 @@ func (q *Queue) publish(rec, ref []byte, gate BodyGate, bodyOff uint64, persiste
 		m, err = parseMeta(r, q.maxPrio)
 	}
 	if err != nil {
+		return m, err
+	}
+	if c := q.config(); c.overflow != overflowDropHead && c.limited() && !q.admit(c, rec, &m) {
+		return m, ErrRejectPublish
+	}
+	return m, nil
+}
+
+// publish is Publish.
+func (q *Queue) publish(rec, ref []byte, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
+	m, err := q.admitRec(rec)
+	if err != nil {
 		done(err)
 		return
 	}
-	if c := q.config(); c.overflow != overflowDropHead && c.limited() && !q.admit(c, rec, &m) {
-		done(ErrRejectPublish)
-		return
-	}
+	q.enqueue(rec, ref, m, gate, bodyOff, persistent, done)
+}
+
+// enqueue adds an admitted message (with ref set, its reference) to the
+// batch being formed.
+func (q *Queue) enqueue(rec, ref []byte, m pubMeta, gate BodyGate, bodyOff uint64, persistent bool, done func(error)) {
 	var filter []byte
 	if q.def.Durable {
 		switch {
