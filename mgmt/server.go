@@ -61,8 +61,9 @@ type Server struct {
 	start  time.Time
 	ui     *console.Handler // the web console, at "/"
 
-	mu   sync.Mutex
-	http *http.Server
+	mu     sync.Mutex
+	http   *http.Server
+	closed bool // Close was called: a later Serve returns at once
 }
 
 // New returns a Server; Serve starts it.
@@ -93,6 +94,11 @@ func New(cfg Config) *Server {
 func (s *Server) Serve(ln net.Listener) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil // Close came first
+	}
 	s.http = hs
 	s.mu.Unlock()
 	s.rates.start()
@@ -107,6 +113,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Close() error {
 	s.rates.stop()
 	s.mu.Lock()
+	s.closed = true
 	hs := s.http
 	s.mu.Unlock()
 	if hs != nil {
