@@ -98,6 +98,7 @@ type bodyLog struct {
 		waiters []bodyWaiter
 	}
 	doneFn func(osiris.Result) // bl.bodyDone, bound once
+	run    []bodyWaiter        // bodyDone's scratch (the writer goroutine's)
 }
 
 type bodyWaiter struct {
@@ -320,7 +321,7 @@ func (bl *bodyLog) bodyDone(r osiris.Result) {
 	default:
 		bl.mu.durable = want + 1
 	}
-	var run []bodyWaiter
+	run := bl.run[:0]
 	keep := bl.mu.waiters[:0]
 	for _, w := range bl.mu.waiters {
 		if bl.mu.broken != nil || w.end <= bl.mu.durable {
@@ -336,6 +337,8 @@ func (bl *bodyLog) bodyDone(r osiris.Result) {
 	for _, w := range run {
 		w.fn(err)
 	}
+	clear(run)
+	bl.run = run
 }
 
 // AfterDurable implements classic.BodyGate.
