@@ -448,7 +448,9 @@ func (b *Broker) checkpoint(bl *bodyLog) error {
 	var qs []*Queue
 	ends := map[uint64]uint64{}
 	for _, q := range b.Queues(bl.vhost) {
-		if q.Def().Durable {
+		// Only queues that took references since the broker opened can
+		// have lost any; a rebuild searches another's whole log.
+		if q.Def().Durable && q.RefsTaken() > 0 {
 			qs = append(qs, q)
 			ends[q.Def().ID] = q.LogNext()
 		}
@@ -461,7 +463,7 @@ func (b *Broker) checkpoint(bl *bodyLog) error {
 		q.RefsWritten(from)
 	}
 	for _, q := range qs {
-		if err := q.SyncLog(); err != nil && !q.Closed() {
+		if err := q.SyncRefs(); err != nil && !q.Closed() {
 			return fmt.Errorf("queues: checkpoint: sync %s: %w", rs("queue", q.Def().Name, q.Def().VHost), err)
 		}
 	}

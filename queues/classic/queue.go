@@ -203,6 +203,9 @@ type Queue struct {
 	cycleLogged atomic.Bool
 	// histReaders counts the attached history readers (history.go).
 	histReaders atomic.Int64
+	// refsUnsynced: a batch of references only was written without an
+	// fsync since the last SyncRefs (refs.go).
+	refsUnsynced atomic.Bool
 	// ttlTimer runs ttlTick, expTimer expiresTick; created lazily and
 	// armed under mu.
 	ttlTimer *time.Timer
@@ -687,6 +690,9 @@ func (pb *pubBatch) gated(err error) {
 // write hands the batch to the log's writer.
 func (pb *pubBatch) write() {
 	pb.batch.NoSync = pb.bodyEnd > 0 && !pb.direct
+	if pb.batch.NoSync {
+		pb.q.refsUnsynced.Store(true) // before the write: SyncRefs may not miss it
+	}
 	if err := pb.q.log.Submit(&pb.batch); err != nil {
 		if errors.Is(err, osiris.ErrClosed) {
 			err = pb.q.errGone()

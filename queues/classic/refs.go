@@ -172,8 +172,25 @@ func (q *Queue) RefsWritten(end uint64) {
 	}
 }
 
-// SyncLog syncs what the queue's log holds (osiris.Stream.Sync).
-func (q *Queue) SyncLog() error { return q.log.Sync() }
+// SyncRefs syncs the queue's log if a batch of references only was
+// written to it since the last SyncRefs (osiris.Stream.Sync).
+func (q *Queue) SyncRefs() error {
+	if !q.refsUnsynced.Swap(false) {
+		return nil
+	}
+	if err := q.log.Sync(); err != nil {
+		q.refsUnsynced.Store(true)
+		return err
+	}
+	return nil
+}
+
+// RefsTaken is how many references the queue has taken since it opened.
+func (q *Queue) RefsTaken() uint64 {
+	q.pub.Lock()
+	defer q.pub.Unlock()
+	return q.pub.refs
+}
 
 // LogNext is the offset the queue's next record will get.
 func (q *Queue) LogNext() uint64 { return uint64(q.log.CommittedOffset() + 1) }
