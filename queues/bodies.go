@@ -421,13 +421,22 @@ func (b *Broker) loadJournal(bl *bodyLog) error {
 }
 
 // rebuildRefs writes the references a crash lost to the log of durable
-// queue def before it recovers (see Journal above).
-func (b *Broker) rebuildRefs(def QueueDef, s *osiris.Stream) error {
+// queue def before it recovers (see Journal above). It returns the
+// queue's journal floor: where the last checkpoint found its log's end,
+// below which its sweep may delete (classic.SetJournalFloor).
+func (b *Broker) rebuildRefs(def QueueDef, s *osiris.Stream) (floor uint64, err error) {
 	b.bodies.mu.Lock()
 	bl := b.bodies.logs[def.VHost]
 	b.bodies.mu.Unlock()
-	if bl == nil || len(bl.rebuild[def.ID]) == 0 {
-		return nil
+	floor = classic.NoJournalFloor
+	if bl == nil {
+		return floor, nil
+	}
+	if end, ok := bl.ckptEnds[def.ID]; ok {
+		floor = end
+	}
+	if len(bl.rebuild[def.ID]) == 0 {
+		return floor, nil
 	}
 	from, ok := bl.ckptEnds[def.ID]
 	if !ok {
@@ -438,21 +447,28 @@ func (b *Broker) rebuildRefs(def QueueDef, s *osiris.Stream) error {
 		b.log.Info("queues: rebuilt references a crash lost", "vhost", def.VHost, "queue", def.Name, "references", n)
 	}
 	delete(bl.rebuild, def.ID)
-	return err
+	if !ok {
+		floor = 0 // not in the checkpoint: its whole log, until the next
+	}
+	return floor, err
 }
 
 // checkpoint records bl's journal checkpoint (see Journal above).
 func (b *Broker) checkpoint(bl *bodyLog) error {
 	bl.fan.Lock()
 	from := bl.assigned
-	var qs []*Queue
+	var qs, others []*Queue
 	ends := map[uint64]uint64{}
 	for _, q := range b.Queues(bl.vhost) {
 		// Only queues that took references since the broker opened can
 		// have lost any; a rebuild searches another's whole log.
-		if q.Def().Durable && q.RefsTaken() > 0 {
+		switch {
+		case !q.Def().Durable:
+		case q.RefsTaken() > 0:
 			qs = append(qs, q)
 			ends[q.Def().ID] = q.LogNext()
+		default:
+			others = append(others, q)
 		}
 	}
 	bl.fan.Unlock()
@@ -471,6 +487,14 @@ func (b *Broker) checkpoint(bl *bodyLog) error {
 		return err
 	}
 	bl.ckpt.Store(from)
+	// A rebuild now looks for each queue's last reference from its end
+	// then: its sweep may delete what lies below.
+	for _, q := range qs {
+		q.SetJournalFloor(ends[q.Def().ID])
+	}
+	for _, q := range others {
+		q.ClearJournalFloor() // the floor an earlier run's checkpoint set
+	}
 	return nil
 }
 

@@ -480,11 +480,12 @@ func (b *Broker) openQueues() error {
 		if err != nil {
 			return fmt.Errorf("queues: open %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
-		if err := b.rebuildRefs(def, s); err != nil {
+		floor, err := b.rebuildRefs(def, s)
+		if err != nil {
 			s.Close()
 			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)
 		}
-		q, err := classic.Recover(b.qenv, def, s)
+		q, err := classic.Recover(b.qenv, def, s, floor)
 		if err != nil {
 			s.Close()
 			return fmt.Errorf("queues: recover %s: %w", rs("queue", def.Name, def.VHost), err)

@@ -206,6 +206,10 @@ type Queue struct {
 	// refsUnsynced: a batch of references only was written without an
 	// fsync since the last SyncRefs (refs.go).
 	refsUnsynced atomic.Bool
+	// journalFloor: the sweep keeps the log from this offset on, where a
+	// rebuild of lost references looks for the last one the log kept
+	// (refs.go); noFloor when the queue has taken no reference.
+	journalFloor atomic.Uint64
 	// ttlTimer runs ttlTick, expTimer expiresTick; created lazily and
 	// armed under mu.
 	ttlTimer *time.Timer
@@ -327,6 +331,7 @@ func newQueue(env *Env, def Def, owner any, s *osiris.Stream) *Queue {
 	q.mu.unacked = map[uint64]unackedMsg{}
 	q.mu.levels = make([]level, q.maxPrio+1)
 	q.cfg.Store(q.resolveConfig())
+	q.journalFloor.Store(noFloor)
 	q.mu.lastUsed = q.nowMs()
 	q.timer = time.AfterFunc(time.Hour, q.persistTick)
 	q.timer.Stop()
@@ -346,10 +351,14 @@ func New(env *Env, def Def, owner any, s *osiris.Stream) *Queue {
 }
 
 // Recover returns a reopened durable queue over its log s, its state
-// rebuilt from its ack state and the log (recover.go). The queue owns s
-// when Recover succeeds; the caller closes it when it fails.
-func Recover(env *Env, def Def, s *osiris.Stream) (*Queue, error) {
+// rebuilt from its ack state and the log (recover.go). journalFloor is
+// where the broker's last journal checkpoint found the log's end, for
+// a queue it lists (SetJournalFloor); NoJournalFloor otherwise. The
+// queue owns s when Recover succeeds; the caller closes it when it
+// fails.
+func Recover(env *Env, def Def, s *osiris.Stream, journalFloor uint64) (*Queue, error) {
 	q := newQueue(env, def, nil, s)
+	q.journalFloor.Store(journalFloor)
 	if err := q.recover(); err != nil {
 		return nil, err
 	}
@@ -618,6 +627,11 @@ func (q *Queue) enqueue(rec, ref []byte, m pubMeta, gate BodyGate, bodyOff uint6
 		pb.bodyEnd = max(pb.bodyEnd, bodyOff+1)
 		q.pub.gate = gate
 		q.pub.refs++
+		if q.journalFloor.Load() == noFloor {
+			// The first since the broker opened (and no checkpoint lists
+			// the queue): keep the log from here on.
+			q.journalFloor.Store(q.LogNext())
+		}
 		if !q.pub.refLow.has {
 			q.pub.refLow.valid = false // it has one now (refs.go)
 		}

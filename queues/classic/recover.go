@@ -205,6 +205,9 @@ func (q *Queue) sweep() error {
 	if cfg.history() {
 		cut, err = q.historyCut(cfg, head)
 	}
+	// References since the last journal checkpoint stay: a rebuild after
+	// a crash finds the last one the log kept (refs.go).
+	cut = min(cut, q.journalFloor.Load())
 	if q.log.CanTruncateBefore(cut) {
 		var terr error
 		if _, terr = q.log.TruncateBefore(cut); errors.Is(terr, osiris.ErrClosed) {

@@ -3,6 +3,7 @@ package classic
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/segment"
@@ -169,6 +170,30 @@ func (q *Queue) RefsWritten(end uint64) {
 			return
 		}
 		q.pub.idle.Wait()
+	}
+}
+
+// NoJournalFloor is a journal floor that keeps nothing for a rebuild
+// (Recover).
+const NoJournalFloor = math.MaxUint64
+
+const noFloor = NoJournalFloor
+
+// SetJournalFloor tells the queue where the broker's last journal
+// checkpoint found its log's end: a rebuild after a crash looks for the
+// queue's last reference from there (RebuildRefs), so the sweep keeps
+// every segment from there on, settled or not, until the next
+// checkpoint raises it.
+func (q *Queue) SetJournalFloor(end uint64) { q.journalFloor.Store(end) }
+
+// ClearJournalFloor lets the sweep delete what it likes again, unless the
+// queue has taken a reference since the broker opened: a checkpoint that
+// does not list the queue calls it (no rebuild will look at its log).
+func (q *Queue) ClearJournalFloor() {
+	q.pub.Lock()
+	defer q.pub.Unlock()
+	if q.pub.refs == 0 {
+		q.journalFloor.Store(noFloor)
 	}
 }
 
