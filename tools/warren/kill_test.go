@@ -43,8 +43,13 @@ import (
 //   - a confirmed message that was never acked is there after every
 //     restart, exactly once; nothing comes back that was not published.
 //
-// The quorum queue has no delivery limit, so that nothing leaves it but
-// by an ack. WARREN_KILL_TRIALS=n runs n kills on the one data directory
+// Beside them, fan-out by reference (fanout_test.go): a fanout exchange
+// bound to two classic queues and a quorum queue, each checked as above
+// with its own ack state for the messages all three got, and at the end
+// the body log's space coming back once every queue acked.
+//
+// The quorum queues have no delivery limit, so that nothing leaves them
+// but by an ack. WARREN_KILL_TRIALS=n runs n kills on the one data directory
 // (default 3; 50 for a thorough run), WARREN_KILL_SEED reproduces a run.
 
 const (
@@ -68,7 +73,14 @@ type killQueue struct {
 var killQueues = []killQueue{
 	{"kill-classic", false, false},
 	{"kill-quorum", true, false},
+	// Bound to killFanout: fan-out by reference (fanout_test.go).
+	{"kill-fan-classic-a", false, true},
+	{"kill-fan-classic-b", false, true},
+	{"kill-fan-quorum", true, true},
 }
+
+// killFanout is TestKill9's fanout exchange.
+const killFanout = "kill-fan"
 
 // TestKillChild is the broker process TestKill9 kills: it serves AMQP on
 // a free loopback port, prints "ready <addr>" and runs until killed.
@@ -829,26 +841,32 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d kills", trials)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
-	k := &killState{t: t, seed: seed, seedEnv: killSeedEnv, queues: killQueues, msgs: map[msgKey]*killMsg{}}
-	var total killStats
+	k := &killState{t: t, seed: seed, seedEnv: killSeedEnv, queues: killQueues, fanout: killFanout, msgs: map[msgKey]*killMsg{}}
+	var total, fanTotal killStats
 	for trial := 1; trial <= trials+1; trial++ {
 		k.run = trial
-		k.st = killStats{}
+		k.st, k.fst = killStats{}, killStats{}
+		last := trial > trials
 		cmd, addr, promAddr, stderr := k.startChild(dir)
+		bodySegs, bodyBytes := k.noteBodyLog(dir)
 		conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("dial: %v", err)
 		}
-		k.drain(conn, rng)
-		if trial > trials {
+		k.drainQueues(conn, rng, drainOpts{ackAll: last}) // the last settles all, for checkBodySpace
+		if last {
+			k.checkBodySpace(conn, rng, dir)
 			conn.Close()
 			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 			t.Logf("last restart: %d in the queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d)",
 				k.st.deliveredInDrain, k.st.ackedBack, k.st.ackedBackOld, k.st.unflagged, k.st.underCount, k.st.lost)
+			t.Logf("last restart: %d in the fan-out queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); body log %d segments, %d bytes",
+				k.fst.deliveredInDrain, k.fst.ackedBack, k.fst.ackedBackOld, k.fst.unflagged, k.fst.underCount, k.fst.lost, bodySegs, bodyBytes)
 			total.add(k.st)
+			fanTotal.add(k.fst)
 			break
 		}
 		var wg sync.WaitGroup
@@ -864,7 +882,11 @@ func TestKill9(t *testing.T) {
 		t.Logf("run %d: after the restart %d in the queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); then published %d, confirmed %d, delivered %d (%d redelivered), acked %d; killed after %v",
 			trial, k.st.deliveredInDrain, k.st.ackedBack, k.st.ackedBackOld, k.st.unflagged, k.st.underCount, k.st.lost,
 			k.st.published, k.st.confirmed, k.st.delivered, k.st.redelivered, k.st.acked, delay)
+		t.Logf("run %d: fan-out queues: after the restart %d in them (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); then %d published through %s (%d confirmed), %d queue messages in all, delivered %d (%d redelivered), acked %d; body log at the restart %d segments, %d bytes",
+			trial, k.fst.deliveredInDrain, k.fst.ackedBack, k.fst.ackedBackOld, k.fst.unflagged, k.fst.underCount, k.fst.lost,
+			k.fst.fanPublished, killFanout, k.fst.fanConfirmed, k.fst.published, k.fst.delivered, k.fst.redelivered, k.fst.acked, bodySegs, bodyBytes)
 		total.add(k.st)
+		fanTotal.add(k.fst)
 		if t.Failed() && os.Getenv(killTrialsEnv) == "" {
 			break
 		}
@@ -872,4 +894,5 @@ func TestKill9(t *testing.T) {
 	t.Logf("total: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied before a landed write; the one applied longest before the kill: %v; the persister's longest lag at a kill: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
 		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, total.maxBackAge.Round(time.Millisecond), total.maxLag.Round(time.Millisecond),
 		total.unflagged, total.underCount, total.lost, total.dupes)
+	k.logFanTotals(fanTotal)
 }
