@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # chaos.sh runs the daemon chaos test (tools/warren/chaos_test.go) long:
-# the real tools/warren binary under AMQP 0-9-1 and stream-protocol load,
+# the real tools/warren binary under AMQP 0-9-1 (fan-out by reference
+# included) and stream-protocol load,
 # killed with SIGKILL at random moments and restarted, 150 times by
 # default on one data directory.
 #

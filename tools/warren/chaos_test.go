@@ -42,6 +42,14 @@ import (
 //     daemon's Prometheus endpoint when that write began, see
 //     ackCoverage; later acks may come back, as redeliveries with the
 //     flag set);
+//   - AMQP 0-9-1, fan-out by reference: a durable fanout exchange bound
+//     to two classic queues and a quorum queue, a publisher with
+//     confirms to it and a few messages straight to each queue, and a
+//     consumer per queue acking at its own speed (fanout_test.go). Each
+//     queue is checked as the classic and quorum queues are, with its
+//     own ack state for a message all three got; the last run acks
+//     everything and checks that the body log gives its space back
+//     (checkBodySpace);
 //   - AMQP 0-9-1, a stream queue with small segments and a length limit
 //     (segment rolls and retention all the time): a publisher with
 //     confirms. After a restart the stream is read from its first offset
@@ -83,8 +91,12 @@ const (
 )
 
 var chaosQueues = []killQueue{
-	{"chaos-classic", false},
-	{"chaos-quorum", true},
+	{"chaos-classic", false, false},
+	{"chaos-quorum", true, false},
+	// Bound to fanExchange (fanout_test.go).
+	{"chaos-fan-classic-a", false, true},
+	{"chaos-fan-classic-b", false, true},
+	{"chaos-fan-quorum", true, true},
 }
 
 // buildWarren builds tools/warren into a temporary directory.
@@ -255,7 +267,7 @@ func TestChaos(t *testing.T) {
 	bin := buildWarren(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	c := &chaosState{
-		killState: &killState{t: t, seed: seed, seedEnv: chaosSeedEnv, queues: chaosQueues, msgs: map[string]*killMsg{}},
+		killState: &killState{t: t, seed: seed, seedEnv: chaosSeedEnv, queues: chaosQueues, fanout: fanExchange, msgs: map[msgKey]*killMsg{}},
 		rng:       rand.New(rand.NewPCG(seed, 0)),
 	}
 	c.sq.confirmed, c.sq.published = map[int]bool{}, map[int]string{}
@@ -264,23 +276,24 @@ func TestChaos(t *testing.T) {
 	for i := range c.decl.state {
 		c.decl.state[i] = "gone"
 	}
-	var total killStats
+	var total, fanTotal killStats
 	began := time.Now()
 	for run := 1; run <= kills+1; run++ {
 		c.run = run
-		c.st = killStats{}
+		c.st, c.fst = killStats{}, killStats{}
+		last := run > kills
 		d := startDaemon(t, bin, dir)
 		c.counts.restarts++
+		bodySegs, bodyBytes := c.noteBodyLog(dir)
 		conn, err := amqp091.Dial("amqp://guest:guest@" + d.amqp + "/")
 		if err != nil {
 			t.Fatalf("run %d: dial: %v\nstderr:\n%s", run, err, d.stderr.String())
 		}
 		env := c.newEnv(d)
-		c.drain(conn, c.rng)
+		c.drainQueues(conn, c.rng, drainOpts{ackAll: last}) // the last settles all, for checkBodySpace
 		c.checkDeclares(conn)
 		c.checkAMQPStream(conn)
 		c.checkStream(env)
-		last := run > kills
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		var consumer *stream.Consumer
@@ -296,6 +309,7 @@ func TestChaos(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 		if last {
+			c.checkBodySpace(conn, c.rng, dir)
 			close(stop)
 			wg.Wait()
 			consumer.Close()
@@ -306,6 +320,7 @@ func TestChaos(t *testing.T) {
 				t.Errorf("run %d: the daemon did not stop cleanly on SIGTERM: %v\nstderr:\n%s", run, err, d.stderr.String())
 			}
 			total.add(c.st)
+			fanTotal.add(c.fst)
 			break
 		}
 		delay := time.Duration(300+c.rng.IntN(1700)) * time.Millisecond
@@ -320,8 +335,11 @@ func TestChaos(t *testing.T) {
 			t.Errorf("run %d: the daemon logged errors:\n%s", run, s)
 		}
 		total.add(c.st)
+		fanTotal.add(c.fst)
 		t.Logf("run %d: killed after %v; AMQP queues: %d in them after the restart (acked and back %d, of which applied before a landed write %d; lost %d), then published %d, confirmed %d, acked %d; stream queue %d published; stream: %d sent",
 			run, delay, c.st.deliveredInDrain, c.st.ackedBack, c.st.ackedBackOld, c.st.lost, c.st.published, c.st.confirmed, c.st.acked, c.counts.sqPublished, c.counts.spSent)
+		t.Logf("run %d: fan-out queues: %d in them after the restart (acked and back %d, of which applied before a landed write %d; lost %d), then %d published through %s (%d confirmed), %d queue messages in all, acked %d; body log at the restart: %d segments, %d bytes",
+			run, c.fst.deliveredInDrain, c.fst.ackedBack, c.fst.ackedBackOld, c.fst.lost, c.fst.fanPublished, fanExchange, c.fst.fanConfirmed, c.fst.published, c.fst.acked, bodySegs, bodyBytes)
 		if t.Failed() && os.Getenv(chaosKillsEnv) == "" {
 			break
 		}
@@ -331,6 +349,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("AMQP classic and quorum: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied before a landed write; the one applied longest before the kill: %v; the persister's longest lag at a kill: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
 		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, total.maxBackAge.Round(time.Millisecond), total.maxLag.Round(time.Millisecond),
 		total.unflagged, total.underCount, total.lost, total.dupes)
+	c.logFanTotals(fanTotal)
 	t.Logf("AMQP stream queue: published %d, confirmed %d; read back %d messages, %d present at the last restart; %d gaps in a read that retention made while it read",
 		n.sqPublished, n.sqConfirmed, n.sqRead, n.sqRetained, n.sqRetentionGaps)
 	t.Logf("stream protocol: sent %d (%d sent again on resume), confirmed %d; read back %d; %d duplicates dropped by the broker (confirmed, not stored)",

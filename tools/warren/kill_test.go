@@ -43,8 +43,13 @@ import (
 //   - a confirmed message that was never acked is there after every
 //     restart, exactly once; nothing comes back that was not published.
 //
-// The quorum queue has no delivery limit, so that nothing leaves it but
-// by an ack. WARREN_KILL_TRIALS=n runs n kills on the one data directory
+// Beside them, fan-out by reference (fanout_test.go): a fanout exchange
+// bound to two classic queues and a quorum queue, each checked as above
+// with its own ack state for the messages all three got, and at the end
+// the body log's space coming back once every queue acked.
+//
+// The quorum queues have no delivery limit, so that nothing leaves them
+// but by an ack. WARREN_KILL_TRIALS=n runs n kills on the one data directory
 // (default 3; 50 for a thorough run), WARREN_KILL_SEED reproduces a run.
 
 const (
@@ -61,13 +66,21 @@ const (
 type killQueue struct {
 	name   string
 	quorum bool
+	fan    bool // bound to the state's fanout exchange (fanout_test.go)
 }
 
 // killQueues are TestKill9's queues.
 var killQueues = []killQueue{
-	{"kill-classic", false},
-	{"kill-quorum", true},
+	{"kill-classic", false, false},
+	{"kill-quorum", true, false},
+	// Bound to killFanout: fan-out by reference (fanout_test.go).
+	{"kill-fan-classic-a", false, true},
+	{"kill-fan-classic-b", false, true},
+	{"kill-fan-quorum", true, true},
 }
+
+// killFanout is TestKill9's fanout exchange.
+const killFanout = "kill-fan"
 
 // TestKillChild is the broker process TestKill9 kills: it serves AMQP on
 // a free loopback port, prints "ready <addr>" and runs until killed.
@@ -95,9 +108,9 @@ func TestKillChild(t *testing.T) {
 	}
 }
 
-// killMsg is what the client knows of one message.
+// killMsg is what the client knows of one message in one queue (msgKey).
 type killMsg struct {
-	queue      int
+	pubRun     int // the run that published it
 	confirmed  bool
 	deliveries int           // deliveries seen
 	acked      bool          // an ack was sent
@@ -110,13 +123,21 @@ type killMsg struct {
 	gone       bool          // acked, or unconfirmed, and absent after a restart
 }
 
+// msgKey names a message in one queue: a message published through the
+// fanout exchange is in several queues, each with its own ack state.
+type msgKey struct {
+	queue int
+	id    string
+}
+
 func (m *killMsg) note(run int, format string, args ...any) {
 	m.hist = append(m.hist, fmt.Sprintf("%d:", run)+fmt.Sprintf(format, args...))
 }
 
 // killStats are the counts a run reports.
 type killStats struct {
-	published, confirmed, delivered, redelivered, acked int
+	published, confirmed, delivered, redelivered, acked int // one per queue a message is in
+	fanPublished, fanConfirmed                          int // messages published through the fanout exchange
 	ackedBack                                           int // acked, delivered again after a restart (any age)
 	ackedBackOld                                        int // of those, whose ack the broker had applied before the last landed write began
 	unflagged                                           int // delivered again without the redelivered flag
@@ -137,6 +158,8 @@ func (s *killStats) add(o killStats) {
 	s.delivered += o.delivered
 	s.redelivered += o.redelivered
 	s.acked += o.acked
+	s.fanPublished += o.fanPublished
+	s.fanConfirmed += o.fanConfirmed
 	s.ackedBack += o.ackedBack
 	s.ackedBackOld += o.ackedBackOld
 	s.unflagged += o.unflagged
@@ -154,11 +177,23 @@ type killState struct {
 	seed    uint64
 	seedEnv string      // the variable that replays seed
 	queues  []killQueue // the queues under test
+	fanout  string      // the fanout exchange the queues with fan set are bound to
 	run     int
 	mu      sync.Mutex
-	msgs    map[string]*killMsg
-	st      killStats
+	msgs    map[msgKey]*killMsg
+	st      killStats // the queues without fan
+	fst     killStats // the fan-out queues
+	bodies  bodyLogStats
 	errs    int
+}
+
+// statsLocked returns the counts queue qi's messages go to.
+// REQUIRES: k.mu held.
+func (k *killState) statsLocked(qi int) *killStats {
+	if k.queues[qi].fan {
+		return &k.fst
+	}
+	return &k.st
 }
 
 func (k *killState) errorf(format string, args ...any) {
@@ -174,39 +209,37 @@ func (k *killState) errorf(format string, args ...any) {
 // REQUIRES: k.mu held.
 func (k *killState) deliveredLocked(qi int, d *amqp091.Delivery) *killMsg {
 	id := d.MessageId
-	m := k.msgs[id]
+	m := k.msgs[msgKey{qi, id}]
 	if m == nil {
-		k.errorf("queue %d: delivered %q, never published", qi, id)
+		k.errorf("%s: delivered %q, never published to it", k.queues[qi].name, id)
 		return nil
 	}
+	st := k.statsLocked(qi)
 	if m.gone {
-		k.errorf("message %s delivered after it was gone; history %v", id, m.hist)
+		k.errorf("%s: message %s delivered after it was gone; history %v", k.queues[qi].name, id, m.hist)
 	}
-	if m.queue != qi {
-		k.errorf("message %s of queue %d delivered from queue %d", id, m.queue, qi)
+	if !killBodyOK(id, d.Body) {
+		k.errorf("%s: message %s: body of %d bytes %.40q, want %d bytes", k.queues[qi].name, id, len(d.Body), d.Body, len(killBody(id)))
 	}
-	if string(d.Body) != killBody(id) {
-		k.errorf("message %s: body %.40q", id, d.Body)
-	}
-	k.st.delivered++
+	st.delivered++
 	if d.Redelivered {
-		k.st.redelivered++
+		st.redelivered++
 	}
 	if m.acked {
 		if m.ackRun == k.run {
-			k.errorf("message %s delivered again in the run that acked it; history %v", id, m.hist)
+			k.errorf("%s: message %s delivered again in the run that acked it; history %v", k.queues[qi].name, id, m.hist)
 		}
-		k.st.ackedBack++
-		k.st.maxBackAge = max(k.st.maxBackAge, m.seenAge)
+		st.ackedBack++
+		st.maxBackAge = max(st.maxBackAge, m.seenAge)
 		if m.settledOK {
-			k.st.ackedBackOld++
-			k.errorf("message %s delivered again, though its ack was applied before the broker's last landed write of ack states began; history %v", id, m.hist)
+			st.ackedBackOld++
+			k.errorf("%s: message %s delivered again, though its ack was applied before the broker's last landed write of ack states began; history %v", k.queues[qi].name, id, m.hist)
 		}
 		m.acked, m.settledOK, m.seenAge = false, false, 0 // it is in the queue again
 	}
 	if m.deliveries > 0 && !d.Redelivered {
-		k.st.unflagged++
-		k.errorf("message %s delivered again without the redelivered flag; history %v", id, m.hist)
+		st.unflagged++
+		k.errorf("%s: message %s delivered again without the redelivered flag; history %v", k.queues[qi].name, id, m.hist)
 	}
 	if k.queues[qi].quorum {
 		var count int64
@@ -217,11 +250,11 @@ func (k *killState) deliveredLocked(qi int, d *amqp091.Delivery) *killMsg {
 		case int32:
 			count = int64(v)
 		default:
-			k.errorf("message %s: x-delivery-count %T %v", id, v, v)
+			k.errorf("%s: message %s: x-delivery-count %T %v", k.queues[qi].name, id, v, v)
 		}
 		if count < int64(m.deliveries) {
-			k.st.underCount++
-			k.errorf("message %s: x-delivery-count %d after %d deliveries; history %v", id, count, m.deliveries, m.hist)
+			st.underCount++
+			k.errorf("%s: message %s: x-delivery-count %d after %d deliveries; history %v", k.queues[qi].name, id, count, m.deliveries, m.hist)
 		}
 		m.note(k.run, "d r=%v n=%d", d.Redelivered, count)
 	} else {
@@ -231,7 +264,33 @@ func (k *killState) deliveredLocked(qi int, d *amqp091.Delivery) *killMsg {
 	return m
 }
 
-func killBody(id string) string { return "body of " + id }
+// killBody is the body of message id: "body of <id>", then for an id
+// that names a padding (fanout_test.go) that many bytes of "|<id>"
+// repeated, so that a body cut short, run long or swapped is seen.
+func killBody(id string) string {
+	b := "body of " + id
+	if n := killPad(id); n > 0 {
+		unit := "|" + id
+		b += strings.Repeat(unit, n/len(unit)+1)[:n]
+	}
+	return b
+}
+
+// killBodyOK reports whether b is killBody(id), without building it.
+func killBodyOK(id string, b []byte) bool {
+	head := "body of " + id
+	n := killPad(id)
+	if len(b) != len(head)+n || string(b[:len(head)]) != head {
+		return false
+	}
+	unit := "|" + id
+	for i, c := range b[len(head):] {
+		if c != unit[i%len(unit)] {
+			return false
+		}
+	}
+	return true
+}
 
 // startChild starts the broker on dir and returns it and its address.
 func (k *killState) startChild(dir string) (cmd *exec.Cmd, amqpAddr, promAddr string, stderr *testutil.LockedBuffer) {
@@ -324,13 +383,48 @@ func (k *killState) declare(ch *amqp091.Channel) ([]amqp091.Queue, error) {
 		}
 		out = append(out, q)
 	}
+	if k.fanout == "" {
+		return out, nil
+	}
+	// Bound once, on the fresh data directory: a binding the broker lost
+	// in a kill would show as the fan-out messages published after the
+	// restart missing, not be mended here.
+	if k.run > 1 {
+		if err := ch.ExchangeDeclarePassive(k.fanout, "fanout", true, false, false, false, nil); err != nil {
+			return nil, fmt.Errorf("exchange %s after a restart: %w", k.fanout, err)
+		}
+		return out, nil
+	}
+	if err := ch.ExchangeDeclare(k.fanout, "fanout", true, false, false, false, nil); err != nil {
+		return nil, err
+	}
+	for _, kq := range k.queues {
+		if kq.fan {
+			if err := ch.QueueBind(kq.name, "", k.fanout, false, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
+}
+
+// drainOpts say which queues drain reads and how it acks.
+type drainOpts struct {
+	only   func(killQueue) bool // the queues to drain; nil: all
+	ackAll bool                 // ack every message (else about 3 in 4)
 }
 
 // drain consumes every ready message of every queue after a restart,
 // checks each, acks most and leaves the others unacked (they go back to
-// their queue when the connection closes). It returns the ids seen.
-func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]bool {
+// their queue when the connection closes).
+func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) {
+	k.drainQueues(conn, rng, drainOpts{})
+}
+
+// drainQueues is drain of the queues o.only names: every ready message
+// is checked, and a confirmed message not acked that is not among them
+// is lost. Messages of the other queues are neither read nor judged.
+func (k *killState) drainQueues(conn *amqp091.Connection, rng *rand.Rand, o drainOpts) {
 	t := k.t
 	t.Helper()
 	ch, err := conn.Channel()
@@ -339,11 +433,15 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 	}
 	qs, err := k.declare(ch)
 	if err != nil {
-		t.Fatalf("declare: %v", err)
+		t.Fatalf("run %d: declare: %v", k.run, err)
 	}
-	seen := map[string]bool{}
+	drained := func(qi int) bool { return o.only == nil || o.only(k.queues[qi]) }
+	seen := map[msgKey]bool{}
 	as := k.newAckSync(ch, 0)
 	for qi, q := range qs {
+		if !drained(qi) {
+			continue
+		}
 		want := q.Messages
 		ds, err := ch.Consume(q.Name, fmt.Sprintf("drain-%d", qi), false, false, false, false, nil)
 		if err != nil {
@@ -355,19 +453,23 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 			select {
 			case d = <-ds:
 			case <-timeout:
-				t.Fatalf("queue %d: %d of %d messages after 20 s", qi, n, want)
+				t.Fatalf("run %d: %s: %d of %d messages after 20 s", k.run, q.Name, n, want)
 			}
+			key := msgKey{qi, d.MessageId}
 			k.mu.Lock()
 			m := k.deliveredLocked(qi, &d)
-			k.st.deliveredInDrain++
+			k.statsLocked(qi).deliveredInDrain++
 			if m != nil {
-				if seen[d.MessageId] {
-					k.st.dupes++
-					k.errorf("queue %d: message %s twice after the restart; history %v", qi, d.MessageId, m.hist)
+				if seen[key] {
+					k.statsLocked(qi).dupes++
+					k.errorf("%s: message %s twice after the restart; history %v", q.Name, d.MessageId, m.hist)
 				}
-				seen[d.MessageId] = true
+				seen[key] = true
 			}
-			ack := m != nil && rng.IntN(4) != 0
+			// A fan-out queue's drain leaves unacked only messages of the
+			// last run, so that no message pins the body log for more than
+			// two runs and its segments go during the chaos run too.
+			ack := m != nil && (rng.IntN(4) != 0 || o.ackAll || k.queues[qi].fan && m.pubRun < k.run-1)
 			if ack {
 				m.acked, m.ackedAt, m.seenAt, m.ackRun = true, time.Time{}, time.Time{}, k.run
 			}
@@ -390,14 +492,14 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 		}
 	}
 	k.mu.Lock()
-	for id, m := range k.msgs {
+	for key, m := range k.msgs {
 		switch {
-		case m.gone:
-		case seen[id]:
+		case !drained(key.queue) || m.gone:
+		case seen[key]:
 			m.confirmed = true // in its queue: there until acked
 		case m.confirmed && !m.acked:
-			k.st.lost++
-			k.errorf("queue %d: confirmed message %s missing after the restart; history %v", m.queue, id, m.hist)
+			k.statsLocked(key.queue).lost++
+			k.errorf("%s: confirmed message %s missing after the restart; history %v", k.queues[key.queue].name, key.id, m.hist)
 			fallthrough
 		default:
 			m.gone = true // acked, or never stored: never to come back
@@ -405,20 +507,46 @@ func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) map[string]b
 		}
 	}
 	k.mu.Unlock()
-	return seen
 }
 
 // load runs a publisher and a consumer on every queue until the broker
-// is killed.
+// is killed, and with a fanout exchange a publisher to it: the fan-out
+// queues get mostly messages through it (stored once, a reference in
+// each queue) and a few straight through the default exchange (a copy
+// in the queue's log).
 func (k *killState) load(conn *amqp091.Connection, rng *rand.Rand, wg *sync.WaitGroup) {
-	for qi := range k.queues {
+	var fan []int
+	for qi, kq := range k.queues {
+		budget := 1000 + rng.IntN(9000) // then idle until the kill: acks age
+		style := ackMixed
+		if kq.fan {
+			budget = 20 + rng.IntN(200)
+			style = fanStyles[(len(fan)+k.run)%len(fanStyles)] // a different speed each, turn by turn
+			fan = append(fan, qi)
+		}
 		wg.Add(2)
-		go k.publisher(conn, qi, rand.New(rand.NewPCG(rng.Uint64(), 1)), wg)
-		go k.consumer(conn, qi, rand.New(rand.NewPCG(rng.Uint64(), 2)), wg)
+		go k.publisher(conn, killRoute{key: kq.name, queues: []int{qi}, prefix: strconv.Itoa(qi)}, budget, rand.New(rand.NewPCG(rng.Uint64(), 1)), wg)
+		go k.consumer(conn, qi, style, rand.New(rand.NewPCG(rng.Uint64(), 2)), wg)
+	}
+	if len(fan) > 0 {
+		wg.Add(1)
+		go k.publisher(conn, killRoute{exchange: k.fanout, queues: fan, prefix: "f", pad: fanPad},
+			1000+rng.IntN(9000), rand.New(rand.NewPCG(rng.Uint64(), 6)), wg)
 	}
 }
 
-func (k *killState) publisher(conn *amqp091.Connection, qi int, rng *rand.Rand, wg *sync.WaitGroup) {
+// killRoute is where a publisher sends: an exchange and a routing key,
+// and the queues (indexes in killState.queues) that this reaches.
+type killRoute struct {
+	exchange, key string
+	queues        []int
+	prefix        string               // of the message ids
+	pad           func(*rand.Rand) int // the padding of a body (killBody); nil: none
+}
+
+// publisher publishes budget persistent messages with confirms on route
+// r, keeping a random number in flight, unless the broker goes first.
+func (k *killState) publisher(conn *amqp091.Connection, r killRoute, budget int, rng *rand.Rand, wg *sync.WaitGroup) {
 	defer wg.Done()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -428,7 +556,6 @@ func (k *killState) publisher(conn *amqp091.Connection, qi int, rng *rand.Rand, 
 		return
 	}
 	window := 1 + rng.IntN(200)
-	budget := 1000 + rng.IntN(9000) // then idle until the kill: acks age
 	type pending struct {
 		id   string
 		conf *amqp091.DeferredConfirmation
@@ -440,22 +567,35 @@ func (k *killState) publisher(conn *amqp091.Connection, qi int, rng *rand.Rand, 
 			return false
 		}
 		k.mu.Lock()
-		m := k.msgs[p.id]
-		m.confirmed = true
-		m.note(k.run, "confirmed")
-		k.st.confirmed++
+		for _, qi := range r.queues {
+			m := k.msgs[msgKey{qi, p.id}]
+			m.confirmed = true
+			m.note(k.run, "confirmed")
+			k.statsLocked(qi).confirmed++
+		}
+		if len(r.queues) > 1 {
+			k.fst.fanConfirmed++
+		}
 		k.mu.Unlock()
 		return true
 	}
 	for seq := 0; seq < budget; seq++ {
-		id := fmt.Sprintf("%d.%d.%d", qi, k.run, seq)
+		id := fmt.Sprintf("%s.%d.%d", r.prefix, k.run, seq)
+		if r.pad != nil {
+			id += fmt.Sprintf(".p%d", r.pad(rng))
+		}
 		k.mu.Lock()
-		m := &killMsg{queue: qi}
-		m.note(k.run, "publish")
-		k.msgs[id] = m
-		k.st.published++
+		for _, qi := range r.queues {
+			m := &killMsg{pubRun: k.run}
+			m.note(k.run, "publish")
+			k.msgs[msgKey{qi, id}] = m
+			k.statsLocked(qi).published++
+		}
+		if len(r.queues) > 1 {
+			k.fst.fanPublished++
+		}
 		k.mu.Unlock()
-		conf, err := ch.PublishWithDeferredConfirm("", k.queues[qi].name, false, false, amqp091.Publishing{
+		conf, err := ch.PublishWithDeferredConfirm(r.exchange, r.key, false, false, amqp091.Publishing{
 			DeliveryMode: amqp091.Persistent, MessageId: id, Body: []byte(killBody(id)),
 		})
 		if err != nil {
@@ -479,13 +619,48 @@ func (k *killState) publisher(conn *amqp091.Connection, qi int, rng *rand.Rand, 
 	}
 }
 
-func (k *killState) consumer(conn *amqp091.Connection, qi int, rng *rand.Rand, wg *sync.WaitGroup) {
+// ackStyle is how a consumer settles what it gets.
+type ackStyle int
+
+const (
+	// ackMixed acks 85 in 100 at once, requeues some (up to a sixth
+	// delivery) and holds up to half its prefetch unacked until the
+	// kill.
+	ackMixed ackStyle = iota
+	// ackFast acks every message at once.
+	ackFast
+	// ackSlow pauses 1-3 ms per message and acks in runs of up to 20
+	// with the multiple flag: its queue's head lags behind.
+	ackSlow
+	// ackBacklog starts up to 1.5 s late, then acts as ackMixed: a
+	// backlog builds, and held messages keep its head far behind.
+	ackBacklog
+)
+
+// fanStyles are the fan-out queues' consumers' speeds, one each.
+var fanStyles = []ackStyle{ackFast, ackSlow, ackBacklog}
+
+func (s ackStyle) String() string {
+	return [...]string{"mixed", "fast", "slow", "backlog"}[s]
+}
+
+func (k *killState) consumer(conn *amqp091.Connection, qi int, style ackStyle, rng *rand.Rand, wg *sync.WaitGroup) {
 	defer wg.Done()
+	prefetch := 1 + rng.IntN(300)
+	batch := 1 // acks in one multiple ack
+	switch style {
+	case ackSlow:
+		prefetch = 1 + rng.IntN(100)
+		batch = 1 + rng.IntN(min(20, prefetch))
+	case ackBacklog:
+		for late := rng.IntN(150); late > 0 && !conn.IsClosed(); late-- {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return
 	}
-	prefetch := 1 + rng.IntN(300)
 	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return
 	}
@@ -495,18 +670,21 @@ func (k *killState) consumer(conn *amqp091.Connection, qi int, rng *rand.Rand, w
 		return
 	}
 	as := k.newAckSync(ch, prefetch)
+	var run []*killMsg // ackSlow: delivered, for the next multiple ack
 	for d := range ds {
 		k.mu.Lock()
 		m := k.deliveredLocked(qi, &d)
 		r := rng.IntN(100)
 		var act string
 		switch {
+		case style == ackSlow:
+			act = "later"
 		case m == nil:
 			act = "ack"
-		case r < 85:
+		case style == ackFast || r < 85:
 			act = "ack"
 			m.acked, m.ackedAt, m.seenAt, m.ackRun = true, time.Time{}, time.Time{}, k.run // ackedAt once sent
-			k.st.acked++
+			k.statsLocked(qi).acked++
 		case r < 95 && m.deliveries < 6:
 			act = "requeue"
 			m.note(k.run, "nack requeue")
@@ -517,7 +695,7 @@ func (k *killState) consumer(conn *amqp091.Connection, qi int, rng *rand.Rand, w
 		default:
 			act = "ack"
 			m.acked, m.ackedAt, m.seenAt, m.ackRun = true, time.Time{}, time.Time{}, k.run
-			k.st.acked++
+			k.statsLocked(qi).acked++
 		}
 		k.mu.Unlock()
 		switch act {
@@ -538,6 +716,36 @@ func (k *killState) consumer(conn *amqp091.Connection, qi int, rng *rand.Rand, w
 			if err := d.Nack(false, true); err != nil {
 				return
 			}
+		case "later":
+			time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
+			run = append(run, m)
+			if len(run) < batch {
+				continue
+			}
+			k.mu.Lock()
+			for _, m := range run {
+				if m != nil {
+					m.acked, m.ackedAt, m.seenAt, m.ackRun = true, time.Time{}, time.Time{}, k.run
+					k.statsLocked(qi).acked++
+				}
+			}
+			k.mu.Unlock()
+			if err := d.Ack(true); err != nil {
+				return
+			}
+			for _, m := range run {
+				if m == nil {
+					continue
+				}
+				k.mu.Lock()
+				m.ackedAt = time.Now()
+				m.note(k.run, "ack (multiple)")
+				k.mu.Unlock()
+				if as.sent(m) != nil {
+					return
+				}
+			}
+			run = run[:0]
 		}
 	}
 }
@@ -633,26 +841,32 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d kills", trials)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
-	k := &killState{t: t, seed: seed, seedEnv: killSeedEnv, queues: killQueues, msgs: map[string]*killMsg{}}
-	var total killStats
+	k := &killState{t: t, seed: seed, seedEnv: killSeedEnv, queues: killQueues, fanout: killFanout, msgs: map[msgKey]*killMsg{}}
+	var total, fanTotal killStats
 	for trial := 1; trial <= trials+1; trial++ {
 		k.run = trial
-		k.st = killStats{}
+		k.st, k.fst = killStats{}, killStats{}
+		last := trial > trials
 		cmd, addr, promAddr, stderr := k.startChild(dir)
+		bodySegs, bodyBytes := k.noteBodyLog(dir)
 		conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("dial: %v", err)
 		}
-		k.drain(conn, rng)
-		if trial > trials {
+		k.drainQueues(conn, rng, drainOpts{ackAll: last}) // the last settles all, for checkBodySpace
+		if last {
+			k.checkBodySpace(conn, rng, dir)
 			conn.Close()
 			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 			t.Logf("last restart: %d in the queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d)",
 				k.st.deliveredInDrain, k.st.ackedBack, k.st.ackedBackOld, k.st.unflagged, k.st.underCount, k.st.lost)
+			t.Logf("last restart: %d in the fan-out queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); body log %d segments, %d bytes",
+				k.fst.deliveredInDrain, k.fst.ackedBack, k.fst.ackedBackOld, k.fst.unflagged, k.fst.underCount, k.fst.lost, bodySegs, bodyBytes)
 			total.add(k.st)
+			fanTotal.add(k.fst)
 			break
 		}
 		var wg sync.WaitGroup
@@ -668,7 +882,11 @@ func TestKill9(t *testing.T) {
 		t.Logf("run %d: after the restart %d in the queues (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); then published %d, confirmed %d, delivered %d (%d redelivered), acked %d; killed after %v",
 			trial, k.st.deliveredInDrain, k.st.ackedBack, k.st.ackedBackOld, k.st.unflagged, k.st.underCount, k.st.lost,
 			k.st.published, k.st.confirmed, k.st.delivered, k.st.redelivered, k.st.acked, delay)
+		t.Logf("run %d: fan-out queues: after the restart %d in them (acked before the kill and back %d, of which applied before a landed write %d; redelivered unflagged %d; counts under %d; lost %d); then %d published through %s (%d confirmed), %d queue messages in all, delivered %d (%d redelivered), acked %d; body log at the restart %d segments, %d bytes",
+			trial, k.fst.deliveredInDrain, k.fst.ackedBack, k.fst.ackedBackOld, k.fst.unflagged, k.fst.underCount, k.fst.lost,
+			k.fst.fanPublished, killFanout, k.fst.fanConfirmed, k.fst.published, k.fst.delivered, k.fst.redelivered, k.fst.acked, bodySegs, bodyBytes)
 		total.add(k.st)
+		fanTotal.add(k.fst)
 		if t.Failed() && os.Getenv(killTrialsEnv) == "" {
 			break
 		}
@@ -676,4 +894,5 @@ func TestKill9(t *testing.T) {
 	t.Logf("total: published %d, confirmed %d, delivered %d, acked %d; acked and back %d (%d applied before a landed write; the one applied longest before the kill: %v; the persister's longest lag at a kill: %v), unflagged %d, under-counted %d, lost %d, duplicates %d",
 		total.published, total.confirmed, total.delivered, total.acked, total.ackedBack, total.ackedBackOld, total.maxBackAge.Round(time.Millisecond), total.maxLag.Round(time.Millisecond),
 		total.unflagged, total.underCount, total.lost, total.dupes)
+	k.logFanTotals(fanTotal)
 }
