@@ -184,16 +184,28 @@ const noFloor = NoJournalFloor
 // queue's last reference from there (RebuildRefs), so the sweep keeps
 // every segment from there on, settled or not, until the next
 // checkpoint raises it.
-func (q *Queue) SetJournalFloor(end uint64) { q.journalFloor.Store(end) }
+func (q *Queue) SetJournalFloor(end uint64) {
+	if old := q.journalFloor.Swap(end); end > old {
+		q.sweepSoon() // it may have held settled segments back
+	}
+}
+
+// sweepSoon arms the sweep timer (recover.go).
+func (q *Queue) sweepSoon() {
+	q.mu.Lock()
+	q.scheduleLocked()
+	q.mu.Unlock()
+}
 
 // ClearJournalFloor lets the sweep delete what it likes again, unless the
 // queue has taken a reference since the broker opened: a checkpoint that
 // does not list the queue calls it (no rebuild will look at its log).
 func (q *Queue) ClearJournalFloor() {
 	q.pub.Lock()
-	defer q.pub.Unlock()
-	if q.pub.refs == 0 {
-		q.journalFloor.Store(noFloor)
+	cleared := q.pub.refs == 0 && q.journalFloor.Swap(noFloor) != noFloor
+	q.pub.Unlock()
+	if cleared {
+		q.sweepSoon()
 	}
 }
 
