@@ -738,8 +738,8 @@ func (pb *pubBatch) done(r osiris.Result) {
 		clear(pb.batch.Messages)
 		pb.dones, pb.batch.Messages, pb.metas = pb.dones[:0], pb.batch.Messages[:0], pb.metas[:0]
 	}
-	pb.bodyEnd, pb.firstBody, pb.direct = 0, 0, false
 	q.pub.Lock()
+	pb.bodyEnd, pb.firstBody, pb.direct = 0, 0, false // RefLow reads them under q.pub
 	if next := q.pub.cur; len(next.batch.Messages) > 0 {
 		q.pub.cur = pb
 		q.pub.flying = next
