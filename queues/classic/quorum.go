@@ -241,9 +241,3 @@ func withHeaders(dst, props []byte, extra []HeaderEntry) ([]byte, error) {
 	table = amqptab.End(table, start)
 	return amqptab.AppendProps(dst, props, &pv, 0, table), nil
 }
-
-// withHeaderLong appends props with header key set to the long n in its
-// headers table (replacing one already there), entries sorted by key.
-func withHeaderLong(dst, props []byte, key string, n int64) ([]byte, error) {
-	return withHeaders(dst, props, []HeaderEntry{{key, amqptab.AppendLong(nil, n)}})
-}

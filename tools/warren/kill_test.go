@@ -414,13 +414,6 @@ type drainOpts struct {
 	ackAll bool                 // ack every message (else about 3 in 4)
 }
 
-// drain consumes every ready message of every queue after a restart,
-// checks each, acks most and leaves the others unacked (they go back to
-// their queue when the connection closes).
-func (k *killState) drain(conn *amqp091.Connection, rng *rand.Rand) {
-	k.drainQueues(conn, rng, drainOpts{})
-}
-
 // drainQueues is drain of the queues o.only names: every ready message
 // is checked, and a confirmed message not acked that is not among them
 // is lost. Messages of the other queues are neither read nor judged.
