@@ -269,18 +269,19 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 
 // deliver is the delivery goroutine: it sends chunks while there is
 // credit, until cancelled or the stream goes away. Chunks the reader has
-// in memory are queued whole without waking the writer, which is woken
-// once per run of them (before waiting, or every kickEvery chunks), so a
-// replay of small chunks costs one writer wake-up and one writev for
-// many chunks rather than one each.
+// in memory are queued whole and flushed once per run of them (before
+// waiting, or every kickEvery chunks): the flush writes the run itself
+// when the socket is free and it can do so without blocking, else wakes
+// the writer goroutine. A replay of small chunks so costs one write for
+// many chunks, and no goroutine hand-off besides the credit's.
 func (s *subscription) deliver(d *delivery) {
 	defer d.reader.Close()
 	c := s.c
 	const kickEvery = 32
-	unkicked := 0 // chunks queued since the writer was last woken
+	unkicked := 0 // chunks queued since the last flush
 	kick := func() {
 		if unkicked > 0 {
-			c.out.kick()
+			c.out.flush()
 			unkicked = 0
 		}
 	}
