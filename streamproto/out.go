@@ -70,6 +70,14 @@ type outQueue struct {
 	w     outWriter
 	left  []byte // unwritten bytes of a flush, written first on handoff
 	spare []byte // the previous frame buffer, for reuse
+	// nb is writeNonblocking's state, kept here so that a flush does
+	// not allocate a closure for RawConn.Write.
+	nb struct {
+		fn  func(fd uintptr) bool // q.writeFD, made once
+		b   []byte
+		n   int
+		err error
+	}
 
 	lastWrite atomic.Int64 // Unix ns of the last write of frames, for heartbeats
 }
@@ -84,6 +92,7 @@ func newOutQueue(nc net.Conn, stats *netserve.Counters) *outQueue {
 			}
 		}
 	}
+	q.nb.fn = q.writeFD
 	q.lastWrite.Store(time.Now().UnixNano())
 	return q
 }
@@ -213,26 +222,10 @@ func (q *outQueue) flush() {
 // writeNonblocking writes b to the socket as far as it can without
 // waiting. REQUIRES: the socket held (mu.busy), q.raw set.
 func (q *outQueue) writeNonblocking(b []byte) (int, error) {
-	var n int
-	var werr error
-	err := q.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := unix.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return true // the rest goes to the writer goroutine
-			case err != nil:
-				werr = err
-				return true
-			}
-		}
-		return true
-	})
+	q.nb.b, q.nb.n, q.nb.err = b, 0, nil
+	err := q.raw.Write(q.nb.fn)
+	n, werr := q.nb.n, q.nb.err
+	q.nb.b, q.nb.err = nil, nil
 	if n > 0 {
 		q.stats.Sent(int64(n))
 		q.lastWrite.Store(time.Now().UnixNano())
@@ -241,6 +234,27 @@ func (q *outQueue) writeNonblocking(b []byte) (int, error) {
 		werr = err
 	}
 	return n, werr
+}
+
+// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN.
+func (q *outQueue) writeFD(fd uintptr) bool {
+	b := q.nb.b
+	for q.nb.n < len(b) {
+		m, err := unix.Write(int(fd), b[q.nb.n:])
+		if m > 0 {
+			q.nb.n += m
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true // the rest goes to the writer goroutine
+		case err != nil:
+			q.nb.err = err
+			return true
+		}
+	}
+	return true
 }
 
 // keepSpare keeps a written frame buffer for reuse, unless a replay
