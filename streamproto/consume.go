@@ -279,17 +279,20 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	return wire.CodeOK
 }
 
-// kickEvery bounds the chunks queued between two flushes.
+// kickEvery bounds the chunks queued between two writes of them (a
+// kick of the writer goroutine or a flush).
 const kickEvery = 32
 
 // deliver is the delivery goroutine: it sends chunks while there is
 // credit, until cancelled or the stream goes away. Chunks the reader has
-// in memory are queued whole and flushed once per run of them (before
-// waiting, or every kickEvery chunks): the flush writes the run itself
-// when the socket is free and it can do so without blocking, else wakes
-// the writer goroutine. A replay of small chunks so costs one write for
-// many chunks. While it waits for credit, the connection's reader
-// goroutine delivers what a credit allows (deliverOnCredit).
+// in memory are queued whole and written once per run of them: every
+// kickEvery chunks it wakes the writer goroutine, which writes while
+// this one reads on; before it waits (for credit or data) it flushes,
+// writing the run itself when the socket is free and it can do so
+// without blocking (else the writer goroutine does). A replay of small
+// chunks so costs one write for many chunks. While it waits for credit,
+// the connection's reader goroutine delivers what a credit allows
+// (deliverOnCredit).
 func (s *subscription) deliver(d *delivery) {
 	d.mu.Lock()
 	defer func() {
@@ -327,6 +330,12 @@ func (s *subscription) deliver(d *delivery) {
 		}
 		if !s.sendLocked(d, &ch) {
 			return
+		}
+		if d.mu.unkicked >= kickEvery {
+			// Mid-run, with credit and chunks left: the writer
+			// goroutine writes this run while this one reads the next.
+			s.c.out.kick()
+			d.mu.unkicked = 0
 		}
 	}
 }
@@ -417,9 +426,7 @@ func (s *subscription) sendLocked(d *delivery, ch *osiris.Chunk) bool {
 			return false
 		}
 		if queued {
-			if d.mu.unkicked++; d.mu.unkicked >= kickEvery {
-				s.flushLocked(d)
-			}
+			d.mu.unkicked++
 		}
 	}
 	if !queued {
