@@ -32,16 +32,19 @@ type fileSpan struct {
 // a frame does not allocate in the steady state.
 //
 // The socket is held by one goroutine at a time (mu.busy): normally the
-// writer goroutine (writeLoop), which may block; or a subscription
-// goroutine that writes what is queued without blocking (flush), which
-// saves a hand-off to the writer goroutine per delivery batch. Whoever
+// writer goroutine (writeLoop), which may block; or a goroutine that
+// delivered a batch of chunks (a subscription's, or the reader
+// delivering on credit) and writes what is queued without blocking
+// (flush), which saves a hand-off to the writer goroutine per batch.
+// TLS connections have no descriptor to write to without blocking:
+// there flush only wakes the writer goroutine. Whoever
 // holds the socket writes everything queued before letting go, so an
 // appender that finds it busy needs to wake nobody. A non-blocking write
 // that cannot finish hands the socket and the rest of its bytes to the
 // writer goroutine (mu.handoff), so only the writer goroutine ever
-// waits on the socket: a client that stops reading blocks no
-// subscription goroutine, and stopping a subscription never waits for
-// the network.
+// waits on the socket: a client that stops reading blocks neither a
+// subscription goroutine nor the reader, and stopping a subscription
+// never waits for the network.
 type outQueue struct {
 	mu struct {
 		sync.Mutex
@@ -167,9 +170,9 @@ const flushRounds = 4
 // flush gets what is queued on its way: it writes the queued frames
 // itself, without blocking, when the socket is free and nothing queued
 // needs a file read (a span); otherwise it wakes the writer goroutine (or
-// leaves it to the socket's holder). A subscription goroutine calls it
-// once per batch of deliveries instead of kick: the batch then costs a
-// write system call and no goroutine hand-off.
+// leaves it to the socket's holder). Deliveries call it once per batch
+// of chunks, before the goroutine would sleep, instead of kick: the
+// batch then costs a write system call and no goroutine hand-off.
 func (q *outQueue) flush() {
 	if q.raw == nil {
 		q.kick()
