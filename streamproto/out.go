@@ -73,6 +73,8 @@ type outQueue struct {
 	w     outWriter
 	left  []byte // unwritten bytes of a flush, written first on handoff
 	spare []byte // the previous frame buffer, for reuse
+
+	spans []fileSpan // the writer goroutine's, for reuse by writeQueued
 	// nb is writeNonblocking's state, kept here so that a flush does
 	// not allocate a closure for RawConn.Write.
 	nb struct {
@@ -320,7 +322,8 @@ func (q *outQueue) writeLoop(heartbeat func() time.Duration, done <-chan struct{
 // queue is empty. It reports closed once the queue is closed and
 // drained, and a write error (sticky: a flush's too).
 func (q *outQueue) writeQueued() (closed bool, err error) {
-	var spans []fileSpan
+	spans := q.spans[:0]
+	defer func() { q.spans = spans[:0] }()
 	held := false // this goroutine holds the socket
 	q.mu.Lock()
 	for {
