@@ -16,7 +16,8 @@ import (
 // (a few records, and records larger than the read-ahead window) across
 // segment rolls: the same headers, Bloom filters and data, with Data set
 // for the chunks that fit in the window and never for those that do not
-// (a plain reader has it only for chunks as small as a header read).
+// (a plain reader has it only for chunks as small as a header read), and
+// always for chunks up to half the window, even across its end.
 func TestReadAheadMatchesPlainReader(t *testing.T) {
 	s := mustCreate(t, t.TempDir(), Config{MaxSegmentSize: 1 << 20}, Options{RetentionInterval: -1})
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -89,6 +90,9 @@ func TestReadAheadMatchesPlainReader(t *testing.T) {
 		}
 		if a.Data != nil {
 			inMemory++
+		} else if a.Header.Size() <= readAhead/2 {
+			// Not even across the window's end: the window moves.
+			t.Fatalf("chunk %d of %d bytes came without Data", chunks, a.Header.Size())
 		}
 		if a.Header.Size() > readAhead {
 			big++

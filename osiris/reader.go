@@ -292,21 +292,9 @@ func (r *Reader) readChunk(end int64) (h segment.Header, bloom, data []byte, err
 		if r.raBig || !r.opts.ReadAhead {
 			n = need
 		}
-		if cap(r.ra) < int(n) {
-			r.putRA()
-			if n > headMax {
-				r.ra = *raPool.Get().(*[]byte)
-			} else {
-				r.ra = make([]byte, headMax)
-			}
-		}
-		r.ra = r.ra[:n]
-		r.raSeg, r.raPos = nil, r.pos
-		if err := r.seg.ReadAt(r.ra, r.pos); err != nil {
-			r.ra = r.ra[:0]
+		if err := r.fill(n); err != nil {
 			return h, nil, nil, err
 		}
-		r.raSeg = r.seg
 	}
 	b := r.ra[r.pos-r.raPos:]
 	if h, err = segment.ParseHeader(b[:need]); err != nil {
@@ -316,14 +304,46 @@ func (r *Reader) readChunk(end int64) (h segment.Header, bloom, data []byte, err
 	if r.pos+size > end || segment.HeaderSize+int64(h.BloomSize) > need {
 		return h, nil, nil, fmt.Errorf("osiris: chunk at %d: %d bytes pass the end %d: %w", r.pos, size, end, segment.ErrCorrupt)
 	}
+	off := h.DataOffset()
+	if r.opts.ReadAhead && off+int64(h.DataLen) > int64(len(b)) && size <= readAhead/2 {
+		// A small chunk across the window's end: move the window to it
+		// rather than hand it out without Data, which would cost a
+		// read of its own (and, in streamproto, a hand-off to the
+		// connection's writer) per such chunk.
+		if err := r.fill(min(int64(readAhead), end-r.pos)); err != nil {
+			return h, nil, nil, err
+		}
+		b = r.ra
+	}
 	bloom = b[segment.HeaderSize : segment.HeaderSize+int(h.BloomSize)]
-	if off := h.DataOffset(); off+int64(h.DataLen) <= int64(len(b)) {
+	if off+int64(h.DataLen) <= int64(len(b)) {
 		data = b[off : off+int64(h.DataLen) : off+int64(h.DataLen)]
 	}
 	// Chunks larger than half the window make the next reads header
 	// reads; smaller ones bring the window back.
 	r.raBig = size > readAhead/2
 	return h, bloom, data, nil
+}
+
+// fill reads n bytes of r.seg at r.pos into the read-ahead window.
+func (r *Reader) fill(n int64) error {
+	const headMax = segment.HeaderSize + segment.MaxBloomSize
+	if cap(r.ra) < int(n) {
+		r.putRA()
+		if n > headMax {
+			r.ra = *raPool.Get().(*[]byte)
+		} else {
+			r.ra = make([]byte, headMax)
+		}
+	}
+	r.ra = r.ra[:n]
+	r.raSeg, r.raPos = nil, r.pos
+	if err := r.seg.ReadAt(r.ra, r.pos); err != nil {
+		r.ra = r.ra[:0]
+		return err
+	}
+	r.raSeg = r.seg
+	return nil
 }
 
 // raPool holds read-ahead buffers of readers that parked.

@@ -106,7 +106,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 		srv:         s,
 		nc:          nc,
 		log:         s.log.With("remote", nc.RemoteAddr().String()),
-		out:         newOutQueue(),
 		name:        queues.ConnName(nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt: time.Now().UnixMilli(),
 		forced:      make(chan struct{}),
@@ -114,6 +113,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		writerDone:  make(chan struct{}),
 		credit:      flow.New(s.publishCredit),
 	}
+	c.out = newOutQueue(nc, &c.stats)
 	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.publishers = map[uint8]*publisher{}
@@ -130,7 +130,7 @@ func (c *conn) Serve() {
 	go func() {
 		defer close(c.writerDone)
 		hb := func() time.Duration { return time.Duration(c.heartbeat.Load()) }
-		if err := c.out.writeLoop(c.nc, &c.stats, hb, c.ctx.Done()); err != nil && c.ctx.Err() == nil {
+		if err := c.out.writeLoop(hb, c.ctx.Done()); err != nil && c.ctx.Err() == nil {
 			c.log.Debug("stream connection write", "err", err)
 			c.cancel()
 			c.nc.Close()

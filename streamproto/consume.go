@@ -51,13 +51,24 @@ type subscription struct {
 
 // delivery is one run of a subscription's delivery goroutine.
 type delivery struct {
-	reader *osiris.Reader // closed by the goroutine
 	// deliverV2 is fixed when the delivery starts: the reader goroutine
 	// owns conn.deliverV2.
 	deliverV2 bool
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the goroutine has exited
+
+	// mu is held by whoever reads chunks and queues them: the delivery
+	// goroutine, except while it waits for credit (mu.waiting), when the
+	// connection's reader goroutine may deliver from handleCredit
+	// without waiting for anything, so that a credit costs no goroutine
+	// hand-off. The delivery goroutine waits for new data holding mu.
+	mu struct {
+		sync.Mutex
+		reader   *osiris.Reader // closed by the goroutine (nil then)
+		waiting  bool           // the goroutine waits for credit
+		unkicked int            // chunks queued since the last flush
+	}
 }
 
 func newSubscription(c *conn, id uint8, stream string, s *osiris.Stream, spec osiris.OffsetSpec, credit uint16, props map[string]string) *subscription {
@@ -77,7 +88,8 @@ func (s *subscription) startDelivery(rd *osiris.Reader, deliverV2 bool) bool {
 		rd.Close()
 		return false
 	}
-	d := &delivery{reader: rd, deliverV2: deliverV2, done: make(chan struct{})}
+	d := &delivery{deliverV2: deliverV2, done: make(chan struct{})}
+	d.mu.reader = rd
 	d.ctx, d.cancel = context.WithCancel(s.ctx)
 	s.mu.del = d
 	s.next.Store(rd.NextOffset())
@@ -267,100 +279,168 @@ func (c *conn) subscribe(corr uint32, id uint8, stream string, spec osiris.Offse
 	return wire.CodeOK
 }
 
+// kickEvery bounds the chunks queued between two writes of them (a
+// kick of the writer goroutine or a flush).
+const kickEvery = 32
+
 // deliver is the delivery goroutine: it sends chunks while there is
 // credit, until cancelled or the stream goes away. Chunks the reader has
-// in memory are queued whole without waking the writer, which is woken
-// once per run of them (before waiting, or every kickEvery chunks), so a
-// replay of small chunks costs one writer wake-up and one writev for
-// many chunks rather than one each.
+// in memory are queued whole and written once per run of them: every
+// kickEvery chunks it wakes the writer goroutine, which writes while
+// this one reads on; before it waits (for credit or data) it flushes,
+// writing the run itself when the socket is free and it can do so
+// without blocking (else the writer goroutine does). A replay of small
+// chunks so costs one write for many chunks. While it waits for credit,
+// the connection's reader goroutine delivers what a credit allows
+// (deliverOnCredit).
 func (s *subscription) deliver(d *delivery) {
-	defer d.reader.Close()
-	c := s.c
-	const kickEvery = 32
-	unkicked := 0 // chunks queued since the writer was last woken
-	kick := func() {
-		if unkicked > 0 {
-			c.out.kick()
-			unkicked = 0
-		}
-	}
-	defer kick()
+	d.mu.Lock()
+	defer func() {
+		s.flushLocked(d)
+		d.mu.reader.Close()
+		d.mu.reader = nil
+		d.mu.Unlock()
+	}()
 	for {
-		if s.credit.Load() <= 0 {
-			kick()
-			for s.credit.Load() <= 0 {
-				select {
-				case <-s.signal:
-				case <-d.ctx.Done():
-					return
-				}
+		for s.credit.Load() <= 0 {
+			s.flushLocked(d)
+			d.mu.waiting = true
+			d.mu.Unlock()
+			select {
+			case <-s.signal:
+			case <-d.ctx.Done():
+			}
+			d.mu.Lock()
+			d.mu.waiting = false
+			if d.ctx.Err() != nil {
+				return
 			}
 		}
-		ch, ok, err := d.reader.TryNext()
+		ch, ok, err := d.mu.reader.TryNext()
 		if err == nil && !ok {
-			kick()
-			ch, err = d.reader.Next(d.ctx)
+			s.flushLocked(d)
+			ch, err = d.mu.reader.Next(d.ctx)
 		}
 		if err != nil {
 			if d.ctx.Err() == nil && !errors.Is(err, osiris.ErrClosed) {
-				c.log.Error("stream subscription read", "stream", s.stream, "err", err)
-				go c.readFailed(s) // it waits for this goroutine to end
+				s.c.log.Error("stream subscription read", "stream", s.stream, "err", err)
+				go s.c.readFailed(s) // it waits for this goroutine to end
 			}
 			return
 		}
-		s.credit.Add(-1)
-		h := ch.Header
-		v2 := d.deliverV2
-		var committed uint64
-		if v2 {
-			committed = uint64(max(s.s.CommittedChunkID(), 0))
+		if !s.sendLocked(d, &ch) {
+			return
 		}
-		// Counted before the client can see it, so that a client that
-		// has its messages finds them counted.
-		c.ctr.Delivery[queues.QTStream].Delivered.Add(uint64(h.NumRecords))
-		head := func(b []byte) []byte {
-			start := len(b)
-			b = append(b, 0, 0, 0, 0)
-			if v2 {
-				b = wire.AppendU16(b, uint16(wire.KeyDeliver))
-				b = wire.AppendU16(b, 2)
-				b = append(b, s.id)
-				b = wire.AppendU64(b, committed)
-			} else {
-				b = wire.AppendU16(b, uint16(wire.KeyDeliver))
-				b = wire.AppendU16(b, 1)
-				b = append(b, s.id)
-			}
-			b = h.AppendWire(b)
-			size := len(b) - start - 4 + int(h.DataLen)
-			b[start], b[start+1], b[start+2], b[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
-			return b
+		if d.mu.unkicked >= kickEvery {
+			// Mid-run, with credit and chunks left: the writer
+			// goroutine writes this run while this one reads the next.
+			s.c.out.kick()
+			d.mu.unkicked = 0
 		}
-		queued := false
-		if ch.Data != nil && len(ch.Data) <= smallSpan {
-			// Larger chunks go by sendfile, as before read-ahead.
-			queued, ok = c.out.deliverInline(func(b []byte) []byte { return append(head(b), ch.Data...) })
-			if !ok {
-				return
-			}
-			if queued {
-				if unkicked++; unkicked >= kickEvery {
-					kick()
-				}
-			}
-		}
-		if !queued {
-			release, err := ch.Hold()
-			if err != nil {
-				return
-			}
-			if !c.out.deliver(head, ch.File, ch.DataPos(), int64(h.DataLen), release) {
-				return
-			}
-		}
-		s.consumed.Add(uint64(h.NumRecords))
-		s.next.Store(h.NextOffset())
 	}
+}
+
+// deliverOnCredit is the connection's reader goroutine delivering after
+// a credit, while the delivery goroutine waits for credit: the chunks
+// already committed, as far as the credit goes, without waiting for
+// anything. It reports whether it left work for the delivery goroutine
+// (credit left, a new chunk to wait for, an error), which is then to be
+// signalled.
+func (s *subscription) deliverOnCredit() (signal bool) {
+	s.mu.Lock()
+	d := s.mu.del
+	s.mu.Unlock()
+	if d == nil || !d.mu.TryLock() {
+		return true
+	}
+	defer d.mu.Unlock()
+	if !d.mu.waiting || d.mu.reader == nil || d.ctx.Err() != nil {
+		return true
+	}
+	for n := 0; s.credit.Load() > 0; n++ {
+		if n == kickEvery || d.ctx.Err() != nil {
+			s.flushLocked(d)
+			return true // more is the goroutine's
+		}
+		ch, ok, err := d.mu.reader.TryNext()
+		if err != nil || !ok {
+			// At the end, or an error: the goroutine waits or reports.
+			s.flushLocked(d)
+			return true
+		}
+		if !s.sendLocked(d, &ch) {
+			return true
+		}
+	}
+	s.flushLocked(d)
+	return false
+}
+
+// flushLocked flushes the chunks queued since the last flush.
+// REQUIRES: d.mu held.
+func (s *subscription) flushLocked(d *delivery) {
+	if d.mu.unkicked > 0 {
+		s.c.out.flush()
+		d.mu.unkicked = 0
+	}
+}
+
+// sendLocked queues ch's Deliver frame, taking a credit, and reports
+// false once the connection's queue is closed. REQUIRES: d.mu held.
+func (s *subscription) sendLocked(d *delivery, ch *osiris.Chunk) bool {
+	c := s.c
+	s.credit.Add(-1)
+	h := ch.Header
+	v2 := d.deliverV2
+	var committed uint64
+	if v2 {
+		committed = uint64(max(s.s.CommittedChunkID(), 0))
+	}
+	// Counted before the client can see it, so that a client that has
+	// its messages finds them counted.
+	c.ctr.Delivery[queues.QTStream].Delivered.Add(uint64(h.NumRecords))
+	head := func(b []byte) []byte {
+		start := len(b)
+		b = append(b, 0, 0, 0, 0)
+		if v2 {
+			b = wire.AppendU16(b, uint16(wire.KeyDeliver))
+			b = wire.AppendU16(b, 2)
+			b = append(b, s.id)
+			b = wire.AppendU64(b, committed)
+		} else {
+			b = wire.AppendU16(b, uint16(wire.KeyDeliver))
+			b = wire.AppendU16(b, 1)
+			b = append(b, s.id)
+		}
+		b = h.AppendWire(b)
+		size := len(b) - start - 4 + int(h.DataLen)
+		b[start], b[start+1], b[start+2], b[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+		return b
+	}
+	queued := false
+	if ch.Data != nil && len(ch.Data) <= smallSpan {
+		// Larger chunks go by sendfile, as before read-ahead.
+		var ok bool
+		queued, ok = c.out.deliverInline(func(b []byte) []byte { return append(head(b), ch.Data...) })
+		if !ok {
+			return false
+		}
+		if queued {
+			d.mu.unkicked++
+		}
+	}
+	if !queued {
+		release, err := ch.Hold()
+		if err != nil {
+			return false
+		}
+		if !c.out.deliver(head, ch.File, ch.DataPos(), int64(h.DataLen), release) {
+			return false
+		}
+	}
+	s.consumed.Add(uint64(h.NumRecords))
+	s.next.Store(h.NextOffset())
+	return true
 }
 
 func (c *conn) handleCredit(r *reader) {
@@ -378,9 +458,11 @@ func (c *conn) handleCredit(r *reader) {
 	}
 	if credit > 0 {
 		sub.credit.Add(int32(credit))
-		select {
-		case sub.signal <- struct{}{}:
-		default:
+		if sub.deliverOnCredit() {
+			select {
+			case sub.signal <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if sub.sac != nil && !sub.active.Load() {

@@ -28,10 +28,17 @@
 //
 // Each connection has a reader goroutine (owns the socket's read side and
 // all connection, publisher and subscription state) and a writer goroutine
-// (owns the write side; coalesces queued frames and small chunks into
-// large writes and interleaves sendfile calls for large chunks). Each subscription has a goroutine that
-// waits for credit and chunks and queues deliveries to the writer; a
-// single-active-consumer subscription has one only while it is the active
-// member of its group (package superstream keeps the groups and the ConsumerUpdate
+// (coalesces queued frames and small chunks into large writes and
+// interleaves sendfile calls for large chunks). One goroutine at a time
+// holds the socket's write side: the writer, or a goroutine flushing a
+// delivery batch with a non-blocking write, which hands the socket and
+// what it could not write to the writer (out.go); only the writer ever
+// waits on the socket. Each subscription has a goroutine that waits for
+// credit and chunks and queues deliveries; while it waits for credit, the
+// reader goroutine delivers what a Credit frame allows itself, without
+// waiting for anything, so a chunk per credit costs one wake-up rather
+// than three (consume.go). A single-active-consumer subscription has a
+// delivery goroutine only while it is the active member of its group
+// (package superstream keeps the groups and the ConsumerUpdate
 // hand-over).
 package streamproto

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,21 +27,79 @@ type fileSpan struct {
 }
 
 // outQueue is the connection's outgoing frames: the reader goroutine and
-// the subscription goroutines append, the writer goroutine drains. Frames
-// are encoded straight into the shared buffer, so queuing a frame does not
-// allocate in the steady state.
+// the subscription goroutines append, and whoever holds the socket
+// drains. Frames are encoded straight into the shared buffer, so queuing
+// a frame does not allocate in the steady state.
+//
+// The socket is held by one goroutine at a time (mu.busy): normally the
+// writer goroutine (writeLoop), which may block; or a goroutine that
+// delivered a batch of chunks (a subscription's, or the reader
+// delivering on credit) and writes what is queued without blocking
+// (flush), which saves a hand-off to the writer goroutine per batch.
+// TLS connections have no descriptor to write to without blocking:
+// there flush only wakes the writer goroutine. Whoever
+// holds the socket writes everything queued before letting go, so an
+// appender that finds it busy needs to wake nobody. A non-blocking write
+// that cannot finish hands the socket and the rest of its bytes to the
+// writer goroutine (mu.handoff), so only the writer goroutine ever
+// waits on the socket: a client that stops reading blocks neither a
+// subscription goroutine nor the reader, and stopping a subscription
+// never waits for the network.
 type outQueue struct {
 	mu struct {
 		sync.Mutex
 		buf    []byte
 		spans  []fileSpan
 		closed bool
+		// busy: a goroutine holds the socket and the fields below that
+		// are marked "owned by the socket's holder".
+		busy bool
+		// handoff: the holder (a non-blocking flush) could not write
+		// everything; left holds the rest, for the writer goroutine,
+		// which takes the socket over.
+		handoff bool
+		// err is a non-blocking flush's write error, for the writer
+		// goroutine to return.
+		err error
 	}
 	signal chan struct{} // cap 1; never closed
+
+	// Static after newOutQueue.
+	nc    net.Conn
+	raw   syscall.RawConn // nc's descriptor; nil without one (TLS): no flush writes
+	stats *netserve.Counters
+
+	// Owned by the socket's holder (mu.busy).
+	w     outWriter
+	left  []byte // unwritten bytes of a flush, written first on handoff
+	spare []byte // the previous frame buffer, for reuse
+
+	spans []fileSpan // the writer goroutine's, for reuse by writeQueued
+	// nb is writeNonblocking's state, kept here so that a flush does
+	// not allocate a closure for RawConn.Write.
+	nb struct {
+		fn  func(fd uintptr) bool // q.writeFD, made once
+		b   []byte
+		n   int
+		err error
+	}
+
+	lastWrite atomic.Int64 // Unix ns of the last write of frames, for heartbeats
 }
 
-func newOutQueue() *outQueue {
-	return &outQueue{signal: make(chan struct{}, 1)}
+func newOutQueue(nc net.Conn, stats *netserve.Counters) *outQueue {
+	q := &outQueue{signal: make(chan struct{}, 1), nc: nc, stats: stats,
+		w: outWriter{nc: nc, stats: stats}}
+	if _, isTLS := nc.(*tls.Conn); !isTLS {
+		if sc, ok := nc.(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				q.raw = raw
+			}
+		}
+	}
+	q.nb.fn = q.writeFD
+	q.lastWrite.Store(time.Now().UnixNano())
+	return q
 }
 
 // frame appends one frame built by fn. It reports false once the queue is
@@ -104,6 +163,113 @@ func (q *outQueue) kick() {
 	}
 }
 
+// flushRounds bounds the buffers one flush writes: frames queued while
+// it writes are written too, up to this many rounds, then left to the
+// writer goroutine, so a flush's caller is not held indefinitely by
+// other goroutines' frames.
+const flushRounds = 4
+
+// flush gets what is queued on its way: it writes the queued frames
+// itself, without blocking, when the socket is free and nothing queued
+// needs a file read (a span); otherwise it wakes the writer goroutine (or
+// leaves it to the socket's holder). Deliveries call it once per batch
+// of chunks, before the goroutine would sleep, instead of kick: the
+// batch then costs a write system call and no goroutine hand-off.
+func (q *outQueue) flush() {
+	if q.raw == nil {
+		q.kick()
+		return
+	}
+	q.mu.Lock()
+	if q.mu.busy {
+		// The holder writes what is queued before letting go, or
+		// (handoff) the writer goroutine was woken.
+		q.mu.Unlock()
+		return
+	}
+	for round := 0; ; round++ {
+		if len(q.mu.buf) == 0 && len(q.mu.spans) == 0 && !q.mu.closed {
+			q.mu.Unlock()
+			return
+		}
+		if round == flushRounds || len(q.mu.spans) > 0 || q.mu.closed || q.mu.err != nil {
+			// Spans need reads and maybe sendfile; a closed queue's
+			// drain and exit are the writer goroutine's.
+			q.mu.busy = false
+			q.mu.Unlock()
+			q.kick()
+			return
+		}
+		q.mu.busy = true
+		buf := q.mu.buf
+		q.mu.buf = q.spare[:0]
+		q.spare = nil
+		q.mu.Unlock()
+		n, err := q.writeNonblocking(buf)
+		q.mu.Lock()
+		if err != nil || n < len(buf) {
+			if err != nil {
+				q.mu.err = err
+				q.mu.busy = false
+			} else {
+				q.left = buf[n:]
+				q.mu.handoff = true
+			}
+			q.mu.Unlock()
+			q.kick()
+			return
+		}
+		q.keepSpare(buf)
+		q.mu.busy = false
+	}
+}
+
+// writeNonblocking writes b to the socket as far as it can without
+// waiting. REQUIRES: the socket held (mu.busy), q.raw set.
+func (q *outQueue) writeNonblocking(b []byte) (int, error) {
+	q.nb.b, q.nb.n, q.nb.err = b, 0, nil
+	err := q.raw.Write(q.nb.fn)
+	n, werr := q.nb.n, q.nb.err
+	q.nb.b, q.nb.err = nil, nil
+	if n > 0 {
+		q.stats.Sent(int64(n))
+		q.lastWrite.Store(time.Now().UnixNano())
+	}
+	if werr == nil {
+		werr = err
+	}
+	return n, werr
+}
+
+// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN.
+func (q *outQueue) writeFD(fd uintptr) bool {
+	b := q.nb.b
+	for q.nb.n < len(b) {
+		m, err := unix.Write(int(fd), b[q.nb.n:])
+		if m > 0 {
+			q.nb.n += m
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return true // the rest goes to the writer goroutine
+		case err != nil:
+			q.nb.err = err
+			return true
+		}
+	}
+	return true
+}
+
+// keepSpare keeps a written frame buffer for reuse, unless a replay
+// burst made it large. REQUIRES: the socket held.
+func (q *outQueue) keepSpare(buf []byte) {
+	if cap(buf) <= 2*inlineMax {
+		q.spare = buf[:0]
+	}
+}
+
 // close refuses further frames; the writer sends what is queued and exits.
 func (q *outQueue) close() {
 	q.mu.Lock()
@@ -127,52 +293,100 @@ func (q *outQueue) drop() {
 }
 
 // writeLoop is the connection's writer goroutine. It sends a heartbeat
-// when nothing was written for heartbeat (if set), counts what it writes
-// in stats, and returns when the queue is closed and drained or on a write
-// error.
-func (q *outQueue) writeLoop(nc net.Conn, stats *netserve.Counters, heartbeat func() time.Duration, done <-chan struct{}) error {
+// when nothing was written for heartbeat (if set), and returns when the
+// queue is closed and drained, when done is closed, or on a write error
+// (its own or a flush's).
+func (q *outQueue) writeLoop(heartbeat func() time.Duration, done <-chan struct{}) error {
 	defer q.drop()
-	var spare []byte
-	var spans []fileSpan
-	w := &outWriter{nc: nc, stats: stats}
-	lastWrite := time.Now()
 	ticker := time.NewTicker(250 * time.Millisecond)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-q.signal:
 		case <-ticker.C:
-			if hb := heartbeat(); hb > 0 && time.Since(lastWrite) >= hb/2 {
+			if hb := heartbeat(); hb > 0 && time.Since(time.Unix(0, q.lastWrite.Load())) >= hb/2 {
 				q.frame(appendHeartbeat)
 			}
 			continue
 		case <-done:
 			return nil
 		}
-		q.mu.Lock()
+		if closed, err := q.writeQueued(); err != nil || closed {
+			return err
+		}
+	}
+}
+
+// writeQueued is the writer goroutine's turn: unless a flush holds the
+// socket, it takes it (or takes it over on handoff) and writes until the
+// queue is empty. It reports closed once the queue is closed and
+// drained, and a write error (sticky: a flush's too).
+func (q *outQueue) writeQueued() (closed bool, err error) {
+	spans := q.spans[:0]
+	defer func() { q.spans = spans[:0] }()
+	held := false // this goroutine holds the socket
+	q.mu.Lock()
+	for {
+		if q.mu.err != nil {
+			err := q.mu.err
+			q.mu.Unlock()
+			return false, err
+		}
+		if q.mu.busy && !q.mu.handoff && !held {
+			// A flush is writing; it wakes this goroutine if it leaves
+			// anything.
+			q.mu.Unlock()
+			return false, nil
+		}
+		held = true
+		if q.mu.handoff {
+			q.mu.handoff = false
+			left := q.left
+			q.left = nil
+			q.mu.Unlock()
+			if _, err := q.nc.Write(left); err != nil {
+				q.mu.Lock()
+				q.mu.busy = false
+				q.mu.err = err
+				q.mu.Unlock()
+				return false, err
+			}
+			q.stats.Sent(int64(len(left)))
+			q.lastWrite.Store(time.Now().UnixNano())
+			q.mu.Lock()
+			continue
+		}
+		if len(q.mu.buf) == 0 && len(q.mu.spans) == 0 {
+			q.mu.busy = false
+			closed := q.mu.closed
+			q.mu.Unlock()
+			return closed, nil
+		}
+		q.mu.busy = true
 		buf := q.mu.buf
-		q.mu.buf = spare[:0]
+		q.mu.buf = q.spare[:0]
+		q.spare = nil
 		spans = append(spans[:0], q.mu.spans...)
+		clear(q.mu.spans)
 		q.mu.spans = q.mu.spans[:0]
-		closed := q.mu.closed
 		q.mu.Unlock()
-		err := w.writeOut(buf, spans)
+		err := q.w.writeOut(buf, spans)
 		for _, s := range spans {
 			s.release()
 		}
+		clear(spans)
 		if err != nil {
-			return err
+			q.mu.Lock()
+			q.mu.busy = false
+			q.mu.err = err
+			q.mu.Unlock()
+			return false, err
 		}
 		if len(buf) > 0 {
-			lastWrite = time.Now()
+			q.lastWrite.Store(time.Now().UnixNano())
 		}
-		spare = buf
-		if cap(spare) > 2*inlineMax {
-			spare = nil // a replay burst's buffer is not kept for the connection's life
-		}
-		if closed {
-			return nil
-		}
+		q.mu.Lock()
+		q.keepSpare(buf)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Ensure writeOut splices file spans into the frame buffer byte for byte,
@@ -145,4 +146,73 @@ func TestAppendHeartbeat(t *testing.T) {
 	if got := appendHeartbeat(nil); !bytes.Equal(got, want) {
 		t.Errorf("appendHeartbeat = % x, want % x", got, want)
 	}
+}
+
+// Ensure a flush never waits on the socket: with a client that does not
+// read, flushes return (the test would hang otherwise) once the socket's
+// buffer is full, handing the socket and the rest of their bytes to the
+// writer goroutine; once the client reads, it gets every frame, in the
+// order queued, and the writer exits after close.
+func TestFlushHandsOffToWriter(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server := <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	defer server.Close()
+	q := newOutQueue(server, nil)
+	if q.raw == nil {
+		t.Fatal("no descriptor: flush would not write")
+	}
+	stop := make(chan struct{})
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- q.writeLoop(func() time.Duration { return 0 }, stop) }()
+
+	// Far more than loopback's socket buffers hold, in 10 KB frames.
+	var want []byte
+	frame := make([]byte, 10<<10)
+	for i := range 1000 {
+		for j := range frame {
+			frame[j] = byte(i + j)
+		}
+		want = append(want, frame...)
+		fn := func(b []byte) []byte { return append(b, frame...) }
+		queued, ok := q.deliverInline(fn)
+		if !ok {
+			t.Fatal("queue closed")
+		}
+		if !queued {
+			q.frame(fn)
+		}
+		if i%10 == 9 {
+			q.flush()
+		}
+	}
+	q.flush()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("first difference at %d of %d bytes", firstDiff(got, want), len(want))
+	}
+	q.close()
+	if err := <-loopErr; err != nil {
+		t.Fatalf("writeLoop: %v", err)
+	}
+	close(stop)
 }
