@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // publishTo routes one message to the named queues of vhost "/" and
@@ -314,4 +315,36 @@ func TestFanoutRejectPublishNotRebuilt(t *testing.T) {
 	if got := drainAll(t, full, 5); !slices.Equal(got, []string{"m0", "m1", "m2", "m3", "m4"}) {
 		t.Fatalf("full after the rebuild: %q", got)
 	}
+}
+
+// Ensure a queue that took references keeps its log from the last
+// journal checkpoint's end on, settled or not, so that a rebuild finds its
+// last reference; the next checkpoint lets the settled segments go.
+func TestFanoutJournalFloorKeepsSegments(t *testing.T) {
+	b, err := Open(t.TempDir(), Options{QueueSegmentSize: 8 << 10, BodyReclaimInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q1 := declareQ(t, b, "q1", true)
+	declareQ(t, b, "q2", true)
+	body := strings.Repeat("y", 400)
+	for i := range 200 {
+		publishTo(t, b, testRecord(fmt.Sprint(i, body), true), true, "q1", "q2")
+	}
+	segs := segmentCount(t, b.testDir(q1))
+	if segs < 2 {
+		t.Fatalf("q1 has %d segments; the test wants several", segs)
+	}
+	drainAll(t, q1, 200)
+	// Every message settled, and the persister's sweeps run: no
+	// checkpoint yet, so every segment stays.
+	time.Sleep(300 * time.Millisecond)
+	if got := segmentCount(t, b.testDir(q1)); got != segs {
+		t.Fatalf("q1's segments %d -> %d before a checkpoint", segs, got)
+	}
+	b.ReclaimBodies() // checkpoints, then reclaims
+	eventually(t, "q1's settled segments deleted after the checkpoint", func() bool {
+		return segmentCount(t, b.testDir(q1)) == 1
+	})
 }
