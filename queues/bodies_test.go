@@ -34,18 +34,10 @@ func publishTo(t testing.TB, b *Broker, rec []byte, persistent bool, names ...st
 // dirBytes is the size of the segment files in dir.
 func dirBytes(t testing.TB, dir string) int64 {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int64
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".segment") {
-			fi, err := e.Info()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += fi.Size()
+	for name, size := range fileSizes(t, dir) {
+		if strings.HasSuffix(name, ".segment") {
+			n += size
 		}
 	}
 	return n

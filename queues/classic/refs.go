@@ -61,14 +61,7 @@ func (q *Queue) RefLow() (uint64, bool, error) {
 		q.pub.Unlock()
 		return c.low, true, nil // the oldest reference seen is still there
 	}
-	// What is waiting to be written: flying is older than cur.
-	pendLow, pend := uint64(0), false
-	for _, pb := range []*pubBatch{q.pub.flying, q.pub.cur} {
-		if pb != nil && pb.bodyEnd > 0 {
-			pendLow, pend = pb.firstBody, true
-			break
-		}
-	}
+	pendLow, pend := q.pendingRefLowLocked()
 	if !c.has && c.valid && c.scanned >= base && !pend {
 		q.pub.Unlock()
 		return 0, false, nil // none since the last search found none
@@ -100,20 +93,33 @@ func (q *Queue) RefLow() (uint64, bool, error) {
 // record: its offset and the body offset it names. scanned is where the
 // search stopped (the log's end, or past the reference).
 func (q *Queue) findRef(from uint64) (at, low uint64, found bool, scanned uint64, err error) {
-	r, err := q.log.NewReader(osiris.AtOffset(from), osiris.ReaderOptions{})
+	scanned, err = scanRefs(q.log, from, func(id, bodyOff uint64) bool {
+		at, low, found = id, bodyOff, true
+		return false
+	})
+	if found {
+		scanned = at + 1
+	}
+	return at, low, found, scanned, err
+}
+
+// scanRefs calls fn with the offset and body offset of each reference
+// record of s at or after offset from, in log order, until fn returns
+// false. A chunk without a Bloom filter holds no reference (every one
+// has a filter value) and is passed by its header. It returns the offset
+// past the last chunk it looked at (from when none).
+func scanRefs(s *osiris.Stream, from uint64, fn func(at, bodyOff uint64) bool) (scanned uint64, err error) {
+	r, err := s.NewReader(osiris.AtOffset(from), osiris.ReaderOptions{})
 	if err != nil {
-		return 0, 0, false, from, err
+		return from, err
 	}
 	defer r.Close()
 	scanned = from
 	var buf []byte
 	for {
 		c, ok, err := r.TryNext()
-		if err != nil {
-			return 0, 0, false, scanned, err
-		}
-		if !ok {
-			return 0, 0, false, scanned, nil
+		if err != nil || !ok {
+			return scanned, err
 		}
 		h := &c.Header
 		if h.BloomSize == 0 || h.Type != segment.ChunkUser || h.NextOffset() <= from {
@@ -121,23 +127,21 @@ func (q *Queue) findRef(from uint64) (at, low uint64, found bool, scanned uint64
 			continue
 		}
 		if buf, err = c.ReadData(buf[:0]); err != nil {
-			return 0, 0, false, scanned, err
+			return scanned, err
 		}
 		id := h.ChunkID
 		for data := buf; len(data) > 0; id++ {
 			e, rest, err := segment.ParseEntry(data)
 			if err != nil || e.SubBatch {
-				return 0, 0, false, scanned, segment.ErrCorrupt
+				return scanned, segment.ErrCorrupt
 			}
 			data = rest
 			if id < from || !isRef(e.Data) {
 				continue
 			}
-			rec, err := parseRef(e.Data)
-			if err != nil {
-				continue // dropped when taken
+			if ref, err := parseRef(e.Data); err == nil && !fn(id, ref.bodyOff) {
+				return scanned, nil // dropped when taken, if it does not parse
 			}
-			return id, rec.bodyOff, true, id + 1, nil
 		}
 		scanned = max(scanned, h.NextOffset())
 	}
@@ -150,6 +154,19 @@ func (q *Queue) Closed() bool {
 	return q.mu.closed
 }
 
+// pendingRefLowLocked returns the lowest body offset named by a
+// reference waiting to be written (in the batch in flight, then in the
+// one forming: references go in body order); false when none waits.
+// REQUIRES: q.pub held.
+func (q *Queue) pendingRefLowLocked() (uint64, bool) {
+	for _, pb := range [2]*pubBatch{q.pub.flying, q.pub.cur} {
+		if pb != nil && pb.bodyEnd > 0 {
+			return pb.firstBody, true
+		}
+	}
+	return 0, false
+}
+
 // RefsWritten waits until every reference the queue took for a body
 // below end has been written to its log (or failed), for the broker's
 // journal checkpoint. A batch of references only is written without an
@@ -160,13 +177,7 @@ func (q *Queue) RefsWritten(end uint64) {
 	q.pub.refWaiters++
 	defer func() { q.pub.refWaiters-- }()
 	for {
-		pending := false
-		for _, pb := range []*pubBatch{q.pub.flying, q.pub.cur} {
-			if pb != nil && pb.bodyEnd > 0 && pb.firstBody < end {
-				pending = true
-			}
-		}
-		if !pending {
+		if low, ok := q.pendingRefLowLocked(); !ok || low >= end {
 			return
 		}
 		q.pub.idle.Wait()
@@ -292,42 +303,10 @@ func RebuildRefs(s *osiris.Stream, quorum bool, from uint64, bodies []BodyRef) (
 
 // lastRef returns the body offset of the last reference in s at or after
 // offset from.
-func lastRef(s *osiris.Stream, from uint64) (uint64, bool, error) {
-	from = max(from, s.FirstSegmentBase())
-	r, err := s.NewReader(osiris.AtOffset(from), osiris.ReaderOptions{})
-	if err != nil {
-		return 0, false, err
-	}
-	defer r.Close()
-	var last uint64
-	var has bool
-	var buf []byte
-	for {
-		c, ok, err := r.TryNext()
-		if err != nil {
-			return 0, false, err
-		}
-		if !ok {
-			return last, has, nil
-		}
-		h := &c.Header
-		if h.BloomSize == 0 || h.Type != segment.ChunkUser || h.NextOffset() <= from {
-			continue
-		}
-		if buf, err = c.ReadData(buf[:0]); err != nil {
-			return 0, false, err
-		}
-		for data := buf; len(data) > 0; {
-			e, rest, err := segment.ParseEntry(data)
-			if err != nil || e.SubBatch {
-				return 0, false, segment.ErrCorrupt
-			}
-			data = rest
-			if isRef(e.Data) {
-				if ref, err := parseRef(e.Data); err == nil {
-					last, has = max(last, ref.bodyOff), true
-				}
-			}
-		}
-	}
+func lastRef(s *osiris.Stream, from uint64) (last uint64, has bool, err error) {
+	_, err = scanRefs(s, max(from, s.FirstSegmentBase()), func(_, bodyOff uint64) bool {
+		last, has = max(last, bodyOff), true
+		return true
+	})
+	return last, has, err
 }
