@@ -77,25 +77,7 @@ func TestWriteOutSplicesSpans(t *testing.T) {
 		}
 	}
 	t.Run("tcp", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, _ := ln.Accept()
-			accepted <- c
-		}()
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
-		server := <-accepted
-		if server == nil {
-			t.Fatal("accept failed")
-		}
+		server, client := tcpPair(t)
 		check(t, server, client)
 	})
 	t.Run("pipe", func(t *testing.T) {
@@ -154,26 +136,7 @@ func TestAppendHeartbeat(t *testing.T) {
 // writer goroutine; once the client reads, it gets every frame, in the
 // order queued, and the writer exits after close.
 func TestFlushHandsOffToWriter(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server := <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	defer server.Close()
+	server, client := tcpPair(t)
 	q := newOutQueue(server, nil)
 	if q.raw == nil {
 		t.Fatal("no descriptor: flush would not write")
@@ -215,4 +178,31 @@ func TestFlushHandsOffToWriter(t *testing.T) {
 		t.Fatalf("writeLoop: %v", err)
 	}
 	close(stop)
+}
+
+// tcpPair returns the two ends of a loopback TCP connection, closed at
+// the end of the test.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { server.Close() })
+	return server, client
 }
