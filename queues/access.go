@@ -93,17 +93,22 @@ func (b *Broker) PutUser(u User) error {
 	if u.Tags == nil {
 		u.Tags = []string{}
 	}
-	if u.Limits == nil {
+	return b.execErr(&cmdPutUser{u, u.Limits == nil})
+}
+
+func (c *cmdPutUser) apply(b *Broker) (any, error) {
+	u := c.User
+	if c.KeepLimits {
 		var old User
 		if err := b.cat.get(userKey(u.Name), &old); err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+			return nil, err
 		}
 		u.Limits = old.Limits
 	}
 	if len(u.Limits) == 0 {
 		u.Limits = nil
 	}
-	return b.cat.put(userKey(u.Name), u)
+	return nil, b.cat.put(userKey(u.Name), u)
 }
 
 // GetUser returns a user.
@@ -151,16 +156,25 @@ func (b *Broker) PutVHost(v VHost) (created bool, err error) {
 	default:
 		return false, fmt.Errorf("default queue type %q is not one of classic, quorum, stream", v.DefaultQueueType)
 	}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	res, err := b.exec(&cmdPutVHost{v, v.Limits == nil})
+	if err != nil {
+		return false, err
+	}
+	return res.(bool), nil
+}
+
+func (c *cmdPutVHost) apply(b *Broker) (any, error) {
+	v := c.VHost
 	var old VHost
-	err = b.cat.get(vhostKey(v.Name), &old)
+	err := b.cat.get(vhostKey(v.Name), &old)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
-	if v.Tags == nil {
-		v.Tags = []string{}
-	}
-	if v.Limits == nil {
+	if c.KeepLimits {
 		v.Limits = old.Limits
 	}
 	if len(v.Limits) == 0 {
@@ -245,27 +259,36 @@ func topicPermKey(v, u, x string) []byte { return []byte("tp/" + v + "\x00" + u 
 // SetTopicPermission sets a topic permission; CheckTopicPermission
 // enforces it (topic_auth.go).
 func (b *Broker) SetTopicPermission(p TopicPermission) error {
-	if ok, _ := b.cat.has(userKey(p.User)); !ok {
-		return fmt.Errorf("user %q: %w", p.User, ErrNotFound)
-	}
-	if ok, _ := b.cat.has(vhostKey(p.VHost)); !ok {
-		return fmt.Errorf("vhost %q: %w", p.VHost, ErrNotFound)
-	}
 	for _, re := range []string{p.Write, p.Read} {
 		if _, err := regexp.Compile(re); err != nil {
 			return fmt.Errorf("invalid regular expression %q: %w", re, err)
 		}
 	}
-	return b.topicAuthChanged(b.cat.put(topicPermKey(p.VHost, p.User, p.Exchange), p))
+	return b.execErr(&cmdSetTopicPermission{p})
+}
+
+func (c *cmdSetTopicPermission) apply(b *Broker) (any, error) {
+	p := c.TopicPermission
+	if ok, _ := b.cat.has(userKey(p.User)); !ok {
+		return nil, fmt.Errorf("user %q: %w", p.User, ErrNotFound)
+	}
+	if ok, _ := b.cat.has(vhostKey(p.VHost)); !ok {
+		return nil, fmt.Errorf("vhost %q: %w", p.VHost, ErrNotFound)
+	}
+	return nil, b.topicAuthChanged(b.cat.put(topicPermKey(p.VHost, p.User, p.Exchange), p))
 }
 
 // ClearTopicPermissions removes user's topic permissions in vhost on
 // exchange, or on every exchange when exchange is "".
 func (b *Broker) ClearTopicPermissions(user, vhost, exchange string) error {
-	if exchange != "" {
-		return b.topicAuthChanged(b.cat.delete(topicPermKey(vhost, user, exchange)))
+	return b.execErr(&cmdClearTopicPermissions{User: user, VHost: vhost, Exchange: exchange})
+}
+
+func (c *cmdClearTopicPermissions) apply(b *Broker) (any, error) {
+	if c.Exchange != "" {
+		return nil, b.topicAuthChanged(b.cat.delete(topicPermKey(c.VHost, c.User, c.Exchange)))
 	}
-	return b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(vhost, user, "")))
+	return nil, b.topicAuthChanged(b.cat.deletePrefix(topicPermKey(c.VHost, c.User, "")))
 }
 
 // TopicPermissions returns the topic permissions, by vhost, user and

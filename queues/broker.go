@@ -100,6 +100,7 @@ type Broker struct {
 	alarms       alarm.Set                  // resource alarms in effect (Alarms)
 	replies      ReplyRegistry              // direct reply-to requesters (reply_to.go)
 	bodies       bodyLogs                   // the vhosts' body logs (bodies.go)
+	repl         *replication               // the cluster's catalog log; nil on a single node (replicate.go)
 
 	mu struct {
 		sync.Mutex
@@ -250,20 +251,27 @@ func (b *Broker) Close() error {
 }
 
 // AddVHost creates a virtual host.
-func (b *Broker) AddVHost(name string) error {
+func (b *Broker) AddVHost(name string) error { return b.execErr(&cmdAddVHost{Name: name}) }
+
+func (c *cmdAddVHost) apply(b *Broker) (any, error) {
+	name := c.Name
 	if ok, err := b.cat.has(vhostKey(name)); err != nil || ok {
 		if ok {
-			return fmt.Errorf("vhost %q: %w", name, ErrExists)
+			return nil, fmt.Errorf("vhost %q: %w", name, ErrExists)
 		}
-		return err
+		return nil, err
 	}
-	return b.cat.put(vhostKey(name), VHost{Name: name})
+	return nil, b.cat.put(vhostKey(name), VHost{Name: name})
 }
 
 // DeleteVHost deletes a virtual host, its permissions, queues, streams
 // and policies, and closes its connections (320 CONNECTION_FORCED "vhost
 // '<name>' is deleted", as RabbitMQ).
-func (b *Broker) DeleteVHost(name string) error {
+func (b *Broker) DeleteVHost(name string) error { return b.execErr(&cmdDeleteVHost{Name: name}) }
+
+func (c *cmdDeleteVHost) apply(b *Broker) (any, error) { return nil, b.deleteVHost(c.Name) }
+
+func (b *Broker) deleteVHost(name string) error {
 	if ok, err := b.cat.has(vhostKey(name)); err != nil || !ok {
 		if !ok {
 			return fmt.Errorf("vhost %q: %w", name, ErrNotFound)
@@ -323,13 +331,22 @@ func (b *Broker) VHostExists(name string) bool {
 
 // AddUser creates a user (or replaces its password and tags).
 func (b *Broker) AddUser(name, password string, tags ...string) error {
-	return b.cat.put(userKey(name), User{Name: name, PasswordHash: HashPassword(password), Tags: tags})
+	// The salted hash is made here, once: every node stores the same.
+	return b.execErr(&cmdAddUser{User{Name: name, PasswordHash: HashPassword(password), Tags: tags}})
+}
+
+func (c *cmdAddUser) apply(b *Broker) (any, error) {
+	return nil, b.cat.put(userKey(c.User.Name), c.User)
 }
 
 // DeleteUser deletes a user and its permissions, and closes its
 // connections (320 CONNECTION_FORCED "user '<name>' is deleted", as
 // RabbitMQ).
-func (b *Broker) DeleteUser(name string) error {
+func (b *Broker) DeleteUser(name string) error { return b.execErr(&cmdDeleteUser{Name: name}) }
+
+func (c *cmdDeleteUser) apply(b *Broker) (any, error) { return nil, b.deleteUser(c.Name) }
+
+func (b *Broker) deleteUser(name string) error {
 	if ok, err := b.cat.has(userKey(name)); err != nil || !ok {
 		if !ok {
 			return fmt.Errorf("user %q: %w", name, ErrNotFound)
@@ -366,6 +383,14 @@ func (b *Broker) DeleteUser(name string) error {
 
 // SetPermissions gives user the permissions p in vhost.
 func (b *Broker) SetPermissions(user, vhost string, p Permissions) error {
+	return b.execErr(&cmdSetPermissions{User: user, VHost: vhost, Permissions: p})
+}
+
+func (c *cmdSetPermissions) apply(b *Broker) (any, error) {
+	return nil, b.setPermissions(c.User, c.VHost, c.Permissions)
+}
+
+func (b *Broker) setPermissions(user, vhost string, p Permissions) error {
 	if ok, _ := b.cat.has(userKey(user)); !ok {
 		return fmt.Errorf("user %q: %w", user, ErrNotFound)
 	}
@@ -377,7 +402,11 @@ func (b *Broker) SetPermissions(user, vhost string, p Permissions) error {
 
 // ClearPermissions removes user's permissions in vhost.
 func (b *Broker) ClearPermissions(user, vhost string) error {
-	return b.cat.delete(permKey(vhost, user))
+	return b.execErr(&cmdClearPermissions{User: user, VHost: vhost})
+}
+
+func (c *cmdClearPermissions) apply(b *Broker) (any, error) {
+	return nil, b.cat.delete(permKey(c.VHost, c.User))
 }
 
 // Authenticate checks a user's password; users in LoopbackUsers are

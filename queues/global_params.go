@@ -31,7 +31,11 @@ func (b *Broker) SetGlobalParameter(name string, value json.RawMessage) error {
 	if !json.Valid(value) {
 		return fmt.Errorf("global parameter %q: value is not JSON: %w", name, ErrInvalidArgument)
 	}
-	return b.cat.put(globalParamKey(name), GlobalParameter{Name: name, Value: value})
+	return b.execErr(&cmdSetGlobalParameter{GlobalParameter{Name: name, Value: value}})
+}
+
+func (c *cmdSetGlobalParameter) apply(b *Broker) (any, error) {
+	return nil, b.cat.put(globalParamKey(c.Name), c.GlobalParameter)
 }
 
 // GetGlobalParameter returns a global parameter's value (ErrNotFound:
@@ -46,14 +50,19 @@ func (b *Broker) GetGlobalParameter(name string) (json.RawMessage, error) {
 
 // ClearGlobalParameter removes a global parameter (ErrNotFound: none).
 func (b *Broker) ClearGlobalParameter(name string) error {
+	return b.execErr(&cmdClearGlobalParameter{Name: name})
+}
+
+func (c *cmdClearGlobalParameter) apply(b *Broker) (any, error) {
+	name := c.Name
 	ok, err := b.cat.has(globalParamKey(name))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return fmt.Errorf("global parameter %q: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("global parameter %q: %w", name, ErrNotFound)
 	}
-	return b.cat.delete(globalParamKey(name))
+	return nil, b.cat.delete(globalParamKey(name))
 }
 
 // GlobalParameters returns the global parameters, by name.

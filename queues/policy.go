@@ -161,6 +161,19 @@ func (b *Broker) SetPolicy(p policy.Policy) error {
 	if err != nil {
 		return err
 	}
+	return b.execErr(&cmdSetPolicy{recordOf(cp)})
+}
+
+func (c *cmdSetPolicy) apply(b *Broker) (any, error) {
+	cp, err := compilePolicy(c.policy())
+	if err != nil {
+		return nil, err
+	}
+	p := cp.Policy
+	return nil, b.setPolicy(cp, p)
+}
+
+func (b *Broker) setPolicy(cp *policy.Compiled, p policy.Policy) error {
 	ps := &b.pol
 	ps.mu.Lock()
 	if !b.VHostExists(p.VHost) {
@@ -185,6 +198,12 @@ func (b *Broker) SetPolicy(p policy.Policy) error {
 // ClearPolicy deletes a policy (ErrNotFound if there is none). Entities
 // it applied to fall back to the next matching policy, if any.
 func (b *Broker) ClearPolicy(vhost, name string) error {
+	return b.execErr(&cmdClearPolicy{VHost: vhost, Name: name})
+}
+
+func (c *cmdClearPolicy) apply(b *Broker) (any, error) { return nil, b.clearPolicy(c.VHost, c.Name) }
+
+func (b *Broker) clearPolicy(vhost, name string) error {
 	ps := &b.pol
 	ps.mu.Lock()
 	set, found := ps.snapshot(vhost).policies().Without(name)

@@ -1,0 +1,170 @@
+package queues
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Catalog commands (issue 20, docs/design-cluster.md "The catalog").
+//
+// A change of the catalog is a command: the operation with everything
+// the proposer decided in it (a password's salted hash, a generated
+// name), so that applying it is a function of the catalog alone. On a
+// single node a command is applied where it is made, as before. In a
+// cluster it is handed to a Replicator, which puts it in the catalog's
+// raft log; every node applies the log in the same order through
+// ApplyCommand, and the node that made the command takes its result from
+// its own apply.
+//
+// Apply must be deterministic (the same catalog and command give the
+// same catalog on every node) and tolerate being applied twice in a row
+// (a node that crashes between an apply's writes and the record of its
+// log index applies it again at restart): commands set values rather
+// than add to them, and a command that finds its work done gives the
+// same catalog. What apply does outside the catalog (closing the
+// connections of a deleted user, opening a stream's files) happens on
+// every node, each for its own connections and files.
+
+// Replicator orders catalog commands across a cluster.
+type Replicator interface {
+	// Replicate proposes data and returns once this node has applied it
+	// (through Broker.ApplyCommand), or with an error if it could not be
+	// committed; then it may or may not have been applied.
+	Replicate(ctx context.Context, data []byte) error
+}
+
+// command is one catalog change.
+type command interface {
+	// op names the command in the log.
+	op() string
+	// apply makes the change on this node; its result goes back to the
+	// caller that made the command.
+	apply(b *Broker) (any, error)
+}
+
+// commandTypes makes an empty command of each op, for decoding.
+var commandTypes = map[string]func() command{}
+
+func registerCommand(f func() command) { commandTypes[f().op()] = f }
+
+// envelope is a command as the log carries it: the proposing node and
+// its sequence number, so that node can match its own applies.
+type envelope struct {
+	Node string          `json:"n,omitempty"`
+	Seq  uint64          `json:"s,omitempty"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"a"`
+}
+
+// replication is a broker's part in a cluster's catalog: nil on a
+// single node.
+type replication struct {
+	r       Replicator
+	node    string
+	timeout time.Duration
+	seq     atomic.Uint64
+	mu      sync.Mutex
+	waiting map[uint64]*applyResult
+}
+
+type applyResult struct {
+	done bool
+	val  any
+	err  error
+}
+
+// ErrNotApplied is a command a cluster did not apply in time (no quorum,
+// no leader): it may still be applied later.
+var ErrNotApplied = errors.New("queues: the cluster did not apply the change")
+
+// SetReplicator makes the broker a node of a cluster named node whose
+// catalog changes go through r. Call it before the broker serves
+// anything; commands then wait at most timeout (0: 30 s) to be applied.
+func (b *Broker) SetReplicator(r Replicator, node string, timeout time.Duration) {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	b.repl = &replication{r: r, node: node, timeout: timeout, waiting: map[uint64]*applyResult{}}
+}
+
+// exec makes the change c: on a single node it is applied here and now;
+// in a cluster once the catalog's log has it, on every node.
+func (b *Broker) exec(c command) (any, error) {
+	rp := b.repl
+	if rp == nil {
+		return c.apply(b)
+	}
+	args, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("queues: encode %s: %w", c.op(), err)
+	}
+	seq := rp.seq.Add(1)
+	data, err := json.Marshal(envelope{Node: rp.node, Seq: seq, Op: c.op(), Args: args})
+	if err != nil {
+		return nil, err
+	}
+	res := &applyResult{}
+	rp.mu.Lock()
+	rp.waiting[seq] = res
+	rp.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), rp.timeout)
+	err = rp.r.Replicate(ctx, data)
+	cancel()
+	rp.mu.Lock()
+	delete(rp.waiting, seq)
+	done := res.done
+	rp.mu.Unlock()
+	switch {
+	case done:
+		return res.val, res.err
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotApplied, c.op(), err)
+	default:
+		return nil, fmt.Errorf("%w: %s: committed but not applied here", ErrNotApplied, c.op())
+	}
+}
+
+// ApplyCommand applies one command of the catalog's log. The replicator
+// calls it on every node in log order, never concurrently. It returns an
+// error only for an entry it cannot read: the outcome of a command that
+// reads well (refused or not) is its proposer's business.
+func (b *Broker) ApplyCommand(data []byte) error {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return fmt.Errorf("queues: catalog command: %w", err)
+	}
+	mk, ok := commandTypes[env.Op]
+	if !ok {
+		return fmt.Errorf("queues: catalog command %q: unknown", env.Op)
+	}
+	c := mk()
+	dec := json.NewDecoder(bytes.NewReader(env.Args))
+	dec.UseNumber() // policy definitions keep their integers (policy.Compile)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("queues: catalog command %q: %w", env.Op, err)
+	}
+	val, err := c.apply(b)
+	if rp := b.repl; rp != nil && env.Node == rp.node {
+		rp.mu.Lock()
+		if res, ok := rp.waiting[env.Seq]; ok {
+			*res = applyResult{done: true, val: val, err: err}
+		}
+		rp.mu.Unlock()
+	}
+	if err != nil {
+		b.log.Debug("catalog command refused", "op", env.Op, "err", err)
+	}
+	return nil
+}
+
+// execErr is exec for commands whose only result is an error.
+func (b *Broker) execErr(c command) error {
+	_, err := b.exec(c)
+	return err
+}
