@@ -1,6 +1,10 @@
 package queues
 
-import "github.com/warren-mq/warren/queues/policy"
+import (
+	"encoding/json"
+
+	"github.com/warren-mq/warren/queues/policy"
+)
 
 // The catalog's commands (replicate.go), by op name. Each carries what
 // its apply needs and nothing a node would decide differently.
@@ -68,6 +72,84 @@ type cmdClearPolicy struct {
 	Name  string `json:"name"`
 }
 
+// argTable is an argument table in a command: AMQP field values keep
+// their types (a short is not a long), as in the catalog (encodeArgs).
+type argTable map[string]any
+
+func (a argTable) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("null"), nil
+	}
+	b, err := encodeArgs(a)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+func (a *argTable) UnmarshalJSON(data []byte) error {
+	var b []byte
+	if err := json.Unmarshal(data, &b); err != nil {
+		return err
+	}
+	m, err := decodeArgs(b)
+	*a = m
+	return err
+}
+
+// exchangeCmd is an ExchangeDef in a command.
+type exchangeCmd struct {
+	VHost      string   `json:"vhost"`
+	Name       string   `json:"name"`
+	Type       string   `json:"type"`
+	Durable    bool     `json:"durable,omitempty"`
+	AutoDelete bool     `json:"auto_delete,omitempty"`
+	Internal   bool     `json:"internal,omitempty"`
+	Args       argTable `json:"args,omitempty"`
+}
+
+func exchangeCmdDef(d ExchangeDef) exchangeCmd {
+	return exchangeCmd{d.VHost, d.Name, d.Type, d.Durable, d.AutoDelete, d.Internal, d.Args}
+}
+
+func (c exchangeCmd) def() ExchangeDef {
+	return ExchangeDef{VHost: c.VHost, Name: c.Name, Type: c.Type, Durable: c.Durable, AutoDelete: c.AutoDelete, Internal: c.Internal, Args: c.Args}
+}
+
+// bindingCmd is a BindingDef in a command.
+type bindingCmd struct {
+	VHost    string   `json:"vhost"`
+	Source   string   `json:"source"`
+	DestKind DestKind `json:"dest_kind"`
+	Dest     string   `json:"dest"`
+	Key      string   `json:"key"`
+	Args     argTable `json:"args,omitempty"`
+}
+
+func bindingCmdDef(d BindingDef) bindingCmd {
+	return bindingCmd{d.VHost, d.Source, d.DestKind, d.Dest, d.Key, d.Args}
+}
+
+func (c bindingCmd) def() BindingDef {
+	return BindingDef{VHost: c.VHost, Source: c.Source, DestKind: c.DestKind, Dest: c.Dest, Key: c.Key, Args: c.Args}
+}
+
+type cmdDeclareExchange struct{ exchangeCmd }
+
+type cmdDeleteExchange struct {
+	VHost    string `json:"vhost"`
+	Name     string `json:"name"`
+	IfUnused bool   `json:"if_unused,omitempty"`
+}
+
+type cmdBind struct{ bindingCmd }
+
+type cmdUnbind struct{ bindingCmd }
+
+func (*cmdDeclareExchange) op() string       { return "exchange.declare" }
+func (*cmdDeleteExchange) op() string        { return "exchange.delete" }
+func (*cmdBind) op() string                  { return "binding.add" }
+func (*cmdUnbind) op() string                { return "binding.delete" }
 func (*cmdAddVHost) op() string              { return "vhost.add" }
 func (*cmdPutVHost) op() string              { return "vhost.put" }
 func (*cmdDeleteVHost) op() string           { return "vhost.delete" }
@@ -99,6 +181,10 @@ func init() {
 		func() command { return &cmdClearGlobalParameter{} },
 		func() command { return &cmdSetPolicy{} },
 		func() command { return &cmdClearPolicy{} },
+		func() command { return &cmdDeclareExchange{} },
+		func() command { return &cmdDeleteExchange{} },
+		func() command { return &cmdBind{} },
+		func() command { return &cmdUnbind{} },
 	} {
 		registerCommand(f)
 	}

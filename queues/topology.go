@@ -39,20 +39,37 @@ func (b *Broker) DeclareExchange(def ExchangeDef) error {
 	if def.Name == "" {
 		return errDefaultExchange()
 	}
+	if b.repl != nil {
+		// A redeclare (what clients do on every start) is answered here
+		// without a trip through the cluster's log.
+		if vt, err := b.topoVHost(def.VHost); err == nil {
+			vt.mu.RLock()
+			x := vt.idx.Exchange(def.Name)
+			vt.mu.RUnlock()
+			if x != nil {
+				return assertExchangeEquivalent(x.Def(), def)
+			}
+		}
+	}
+	return b.execErr(&cmdDeclareExchange{exchangeCmdDef(def)})
+}
+
+func (c *cmdDeclareExchange) apply(b *Broker) (any, error) {
+	def := c.def()
 	vt, err := b.topoVHost(def.VHost)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
 	if x := vt.idx.Exchange(def.Name); x != nil {
-		return assertExchangeEquivalent(x.Def(), def)
+		return nil, assertExchangeEquivalent(x.Def(), def)
 	}
 	if err := validateNewExchange(def); err != nil {
-		return err
+		return nil, err
 	}
 	def.Args = normalizeArgs(def.Args)
-	return b.commitTopo(vt, &route.Change{AddX: route.NewExchange(def)})
+	return nil, b.commitTopo(vt, &route.Change{AddX: route.NewExchange(def)})
 }
 
 // validateNewExchange checks the declaration of a new exchange: its name,
@@ -166,23 +183,28 @@ func (b *Broker) DeleteExchange(vhost, name string, ifUnused bool) error {
 	if strings.HasPrefix(name, "amq.") {
 		return Errorf(CodeAccessRefused, "deletion of system %s not allowed", rs("exchange", name, vhost))
 	}
+	return b.execErr(&cmdDeleteExchange{VHost: vhost, Name: name, IfUnused: ifUnused})
+}
+
+func (cmd *cmdDeleteExchange) apply(b *Broker) (any, error) {
+	vhost, name := cmd.VHost, cmd.Name
 	vt, err := b.topoVHost(vhost)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
 	x := vt.idx.Exchange(name)
 	if x == nil {
-		return nil
+		return nil, nil
 	}
-	if ifUnused && x.NumBindings() > 0 {
-		return Errorf(CodePreconditionFailed, "%s in use", rs("exchange", name, vhost))
+	if cmd.IfUnused && x.NumBindings() > 0 {
+		return nil, Errorf(CodePreconditionFailed, "%s in use", rs("exchange", name, vhost))
 	}
 	var c route.Change
 	c.DeleteExchange(x)
 	c.AutoDelete()
-	return b.commitTopo(vt, &c)
+	return nil, b.commitTopo(vt, &c)
 }
 
 // Bind adds a binding (idempotent). The source exchange must exist (404,
@@ -192,24 +214,29 @@ func (b *Broker) Bind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
 	}
+	return b.execErr(&cmdBind{bindingCmdDef(def)})
+}
+
+func (c *cmdBind) apply(b *Broker) (any, error) {
+	def := c.def()
 	vt, err := b.topoVHost(def.VHost)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
 	src, q, x, err := vt.endpoints(def)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := validateBinding(src.Def().Type, def); err != nil {
-		return err
+		return nil, err
 	}
 	bd := vt.newBinding(def, src, q, x)
 	if src.Binding(bd.Ident()) != nil {
-		return nil
+		return nil, nil
 	}
-	return b.commitTopo(vt, &route.Change{AddB: []*route.Binding{bd}})
+	return nil, b.commitTopo(vt, &route.Change{AddB: []*route.Binding{bd}})
 }
 
 // endpoints resolves a binding's source and destination: 404 for the
@@ -239,25 +266,30 @@ func (b *Broker) Unbind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
 	}
+	return b.execErr(&cmdUnbind{bindingCmdDef(def)})
+}
+
+func (cmd *cmdUnbind) apply(b *Broker) (any, error) {
+	def := cmd.def()
 	vt, err := b.topoVHost(def.VHost)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vt.wmu.Lock()
 	defer vt.wmu.Unlock()
 	src, _, _, err := vt.endpoints(def)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	def.Args = normalizeArgs(def.Args)
 	bd := src.Binding(def.Ident())
 	if bd == nil {
-		return nil
+		return nil, nil
 	}
 	var c route.Change
 	c.DeleteBinding(bd)
 	c.AutoDelete()
-	return b.commitTopo(vt, &c)
+	return nil, b.commitTopo(vt, &c)
 }
 
 // Exchanges returns the exchanges of vhost, the default exchange ""
