@@ -50,6 +50,10 @@ type Options struct {
 	// reference are checkpointed and reclaimed (bodies.go); 0 is a
 	// second, negative never (tests call ReclaimBodies).
 	BodyReclaimInterval time.Duration
+	// Clustered says the catalog is a cluster's (SetReplicator follows
+	// Open): Open does not create the default identity in an empty
+	// catalog; BootstrapCluster proposes it once the cluster runs.
+	Clustered bool
 }
 
 // Bootstrap is the identity created in an empty catalog.
@@ -192,6 +196,9 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 
 // bootstrap creates the default vhost and user in an empty catalog.
 func (b *Broker) bootstrap() error {
+	if b.opts.Clustered {
+		return nil // BootstrapCluster
+	}
 	empty := true
 	if err := b.cat.scan([]byte("v/"), func(_, _ []byte) error { empty = false; return nil }); err != nil {
 		return err

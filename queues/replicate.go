@@ -168,3 +168,47 @@ func (b *Broker) execErr(c command) error {
 	_, err := b.exec(c)
 	return err
 }
+
+// BootstrapCluster gives a cluster's empty catalog the default identity
+// (Options.Bootstrap): every node may call it once the cluster has a
+// leader; the first command applied creates the vhost, the user and its
+// permissions, the others find a vhost and change nothing.
+func (b *Broker) BootstrapCluster() error {
+	id := b.opts.Bootstrap.withDefaults()
+	if id.Password == "" {
+		return fmt.Errorf("queues: default user %q needs a password", id.User)
+	}
+	return b.execErr(&cmdBootstrap{
+		VHost: id.VHost,
+		User:  User{Name: id.User, PasswordHash: HashPassword(id.Password), Tags: id.Tags},
+		Perms: *id.Permissions,
+	})
+}
+
+// cmdBootstrap is BootstrapCluster's command.
+type cmdBootstrap struct {
+	VHost string      `json:"vhost"`
+	User  User        `json:"user"`
+	Perms Permissions `json:"permissions"`
+}
+
+func (*cmdBootstrap) op() string { return "bootstrap" }
+
+func (c *cmdBootstrap) apply(b *Broker) (any, error) {
+	empty := true
+	if err := b.cat.scan([]byte("v/"), func(_, _ []byte) error { empty = false; return nil }); err != nil {
+		return nil, err
+	}
+	if !empty {
+		return nil, nil
+	}
+	if err := b.cat.put(vhostKey(c.VHost), VHost{Name: c.VHost}); err != nil {
+		return nil, err
+	}
+	if err := b.cat.put(userKey(c.User.Name), c.User); err != nil {
+		return nil, err
+	}
+	return nil, b.setPermissions(c.User.Name, c.VHost, c.Perms)
+}
+
+func init() { registerCommand(func() command { return &cmdBootstrap{} }) }

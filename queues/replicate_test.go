@@ -43,18 +43,23 @@ func openCluster(t *testing.T, n int) ([]*Broker, *orderedLog) {
 	l := &orderedLog{}
 	var bs []*Broker
 	for i := range n {
-		b, err := Open(t.TempDir(), Options{})
+		b, err := Open(t.TempDir(), Options{Clustered: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
+		if b.VHostExists(DefaultVHost) {
+			t.Fatal("a clustered node bootstrapped its catalog alone")
+		}
 		b.SetReplicator(l, fmt.Sprintf("n%d", i+1), 0)
 		bs = append(bs, b)
 	}
 	l.nodes = bs
-	// Each node bootstrapped its own guest (own salt); one through the
-	// log makes them equal.
-	must(t, bs[0].AddUser("guest", "guest", "administrator"))
+	// Every node proposes the default identity; the first one applied
+	// makes it, the others change nothing.
+	for _, b := range bs {
+		must(t, b.BootstrapCluster())
+	}
 	return bs, l
 }
 
@@ -191,7 +196,7 @@ func TestReplicatedAccessCommands(t *testing.T) {
 	// A log applied again from the start, each entry twice (a crash
 	// between an apply and the record of its index), on a fresh node
 	// gives the same catalog.
-	fresh, err := Open(t.TempDir(), Options{})
+	fresh, err := Open(t.TempDir(), Options{Clustered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +278,49 @@ func TestReplicatedExchanges(t *testing.T) {
 		if len(b.BindingsFrom("/", "src")) != 0 {
 			t.Errorf("node %d: bindings left", i+1)
 		}
+	}
+}
+
+func TestBootstrapCluster(t *testing.T) {
+	bs, l := openCluster(t, 3)
+	if len(l.log) != 3 {
+		t.Fatalf("%d entries, want 3 bootstrap commands", len(l.log))
+	}
+	dump := sameCatalogs(t, bs...)
+	want := []string{"p//\x00guest", "u/guest", "v//"}
+	if len(dump) != len(want) {
+		t.Fatalf("catalog after bootstrap: %q, want %q", dump, want)
+	}
+	for _, k := range want {
+		if _, ok := dump[k]; !ok {
+			t.Errorf("missing %q", k)
+		}
+	}
+	for i, b := range bs {
+		if _, err := b.Authenticate("guest", "guest", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
+			t.Errorf("node %d: guest: %v", i+1, err)
+		}
+	}
+}
+
+// In a cluster whose queues are still each node's own, a binding to a
+// queue stays on the queue's node and takes no log entry.
+func TestClusterQueueBindingsLocal(t *testing.T) {
+	bs, l := openCluster(t, 2)
+	declareQ(t, bs[0], "local", true)
+	n := len(l.log)
+	must(t, bs[0].Bind(BindingDef{VHost: "/", Source: "amq.fanout", DestKind: DestQueue, Dest: "local"}))
+	if len(l.log) != n {
+		t.Errorf("a binding to a local queue went through the log")
+	}
+	if got := bs[0].BindingsFrom("/", "amq.fanout"); len(got) != 1 {
+		t.Errorf("node 1: %d bindings from amq.fanout, want 1", len(got))
+	}
+	if got := bs[1].BindingsFrom("/", "amq.fanout"); len(got) != 0 {
+		t.Errorf("node 2: %d bindings from amq.fanout, want 0", len(got))
+	}
+	routed, err := bs[0].Route("/", "amq.fanout", []string{""}, nil, nil)
+	if err != nil || len(routed) != 1 || routed[0] != "local" {
+		t.Errorf("node 1 routes amq.fanout to %q (%v), want [local]", routed, err)
 	}
 }

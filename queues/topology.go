@@ -214,6 +214,12 @@ func (b *Broker) Bind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
 	}
+	if def.DestKind == DestQueue && b.repl != nil {
+		// Queues are still the declaring node's alone (not in the
+		// cluster's catalog yet), so are the bindings to them.
+		_, err := (&cmdBind{bindingCmdDef(def)}).apply(b)
+		return err
+	}
 	return b.execErr(&cmdBind{bindingCmdDef(def)})
 }
 
@@ -265,6 +271,10 @@ func (vt *vhostTopo) endpoints(def BindingDef) (src *route.Exchange, q *route.Qu
 func (b *Broker) Unbind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
+	}
+	if def.DestKind == DestQueue && b.repl != nil {
+		_, err := (&cmdUnbind{bindingCmdDef(def)}).apply(b) // as in Bind
+		return err
 	}
 	return b.execErr(&cmdUnbind{bindingCmdDef(def)})
 }
