@@ -418,7 +418,7 @@ func (s *Server) vhostObj(v queues.VHost) obj {
 		"default_queue_type": dqt,
 		"metadata":           meta,
 		"tracing":            false,
-		"cluster_state":      obj{s.cfg.Node: "running"},
+		"cluster_state":      s.clusterState(),
 	}
 	t := s.rates.vhostTotals(v.Name)
 	t.put(o)

@@ -43,6 +43,7 @@ func startBroker(t testing.TB) *testBroker {
 type brokerOpts struct {
 	stream        osiris.Options // the broker's StreamOptions (BeforeCycle)
 	publishCredit int64          // both front ends' PublishCredit (0: the default)
+	peers         func() []Peer  // Config.Peers
 }
 
 func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
@@ -77,6 +78,7 @@ func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
 	tb.api = New(Config{
 		Broker: b, SuperStreams: super, ConsumerGroups: ssrv.ConsumerGroups, Logger: logger, Node: "warren@test",
 		StatsInterval: -1, // the tests take the samples
+		Peers:         o.peers,
 		Listeners:     []Listener{{"amqp", aln.Addr()}, {"stream", sln.Addr()}, {"http", hln.Addr()}},
 	})
 	serve := func(srv interface {

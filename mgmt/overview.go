@@ -29,13 +29,22 @@ func (s *Server) registerOverview() {
 		return q.reply(obj{"name": s.cfg.Node})
 	})
 	s.handle("GET", "/api/nodes", accessMonitoring, func(q *request) error {
-		return q.list([]obj{s.nodeObj()})
+		list := []obj{s.nodeObj()}
+		for _, p := range s.peers() {
+			list = append(list, peerObj(p))
+		}
+		return q.list(list)
 	})
 	s.handle("GET", "/api/nodes/{node}", accessMonitoring, func(q *request) error {
-		if q.Var("node") != s.cfg.Node {
-			return errNotFound()
+		if q.Var("node") == s.cfg.Node {
+			return q.reply(s.nodeObj())
 		}
-		return q.reply(s.nodeObj())
+		for _, p := range s.peers() {
+			if p.Name == q.Var("node") {
+				return q.reply(peerObj(p))
+			}
+		}
+		return errNotFound()
 	})
 	s.handle("GET", "/api/extensions", accessManagement, func(q *request) error { return q.reply([]obj{}) })
 
@@ -49,6 +58,35 @@ func (s *Server) registerOverview() {
 	s.handle("GET", "/api/health/checks/port-listener/{port}", accessManagement, s.portListener)
 	s.handle("GET", "/api/health/checks/protocol-listener/{protocol}", accessManagement, s.protocolListener)
 	s.handle("GET", "/api/aliveness-test/{vhost}", accessManagement, s.aliveness)
+}
+
+// peers returns the cluster's other nodes, by name.
+func (s *Server) peers() []Peer {
+	if s.cfg.Peers == nil {
+		return nil
+	}
+	ps := s.cfg.Peers()
+	slices.SortFunc(ps, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
+	return ps
+}
+
+// peerObj is another node in /api/nodes: what this node knows of it
+// (RabbitMQ shows a stopped node the same way, with running false).
+func peerObj(p Peer) obj {
+	return obj{"name": p.Name, "type": "disc", "running": p.Running, "being_drained": false, "partitions": []string{}}
+}
+
+// clusterState is a vhost's cluster_state: each node, running or not.
+func (s *Server) clusterState() obj {
+	o := obj{s.cfg.Node: "running"}
+	for _, p := range s.peers() {
+		if p.Running {
+			o[p.Name] = "running"
+		} else {
+			o[p.Name] = "nodedown"
+		}
+	}
+	return o
 }
 
 func (s *Server) listenerObjs() []obj {

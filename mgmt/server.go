@@ -43,6 +43,15 @@ type Config struct {
 	// collect_statistics_interval; default 5 s; negative: never, rates
 	// stay 0).
 	StatsInterval time.Duration
+	// Peers returns the cluster's other nodes as this node sees them
+	// (nil: a single node). /api/nodes lists them after this node.
+	Peers func() []Peer
+}
+
+// Peer is another node of the cluster.
+type Peer struct {
+	Name    string
+	Running bool // reachable from this node
 }
 
 // Listener is one of the broker's listening sockets.

@@ -16,6 +16,7 @@
 // rabbitmqctl's, with its argument syntax and column names:
 //
 //	status
+//	cluster_status                   (the nodes from /api/nodes: disk, running)
 //	add_user USER [PASSWORD]         (no PASSWORD: first line of stdin)
 //	delete_user USER
 //	change_password USER [PASSWORD]
@@ -63,8 +64,8 @@
 //	list_stream_producers [-p VHOST] [STREAM]
 //
 // Each verb's file lists the endpoints it calls (users.go, vhosts.go,
-// queues.go, connections.go, definitions.go, status.go, superstream.go,
-// streams.go). Path segments are escaped one by one: the vhost "/" is %2F.
+// queues.go, connections.go, definitions.go, status.go, cluster.go,
+// superstream.go, streams.go). Path segments are escaped one by one: the vhost "/" is %2F.
 //
 // # Output
 //

@@ -9,7 +9,7 @@ import (
 
 // verbs indexes every command by name.
 var verbs = indexVerbs(
-	[]*verb{statusVerb},
+	[]*verb{statusVerb, clusterStatusVerb},
 	userVerbs,
 	vhostVerbs,
 	queueVerbs,
