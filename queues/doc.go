@@ -48,9 +48,18 @@
 //	q/<vhost> 0x00 <queue>     a durable queue (its log is queues/<id>)
 //	qa/<id u64 big-endian>     a queue's ack state (package classic)
 //	n/stream-id                the last directory id handed out (streams and queues)
+//	n/catalog-applied          in a cluster, the last catalog log index applied (replicate.go)
 //	pol/<vhost> 0x00 <name>    policy.Policy (policy.go; definition values as JSON)
 //	tp/<vhost> 0x00 <user> 0x00 <exchange>  TopicPermission (access.go)
 //	gp/<name>                  GlobalParameter (global_params.go)
+//
+// In a cluster, the changes of vhosts, users, permissions, topic
+// permissions, global parameters, policies, exchanges and bindings between
+// exchanges are commands of the cluster's catalog log, applied on every
+// node in log order (replicate.go, commands.go); CatalogSnapshot and
+// RestoreCatalog carry that part of the catalog whole
+// (catalog_snapshot.go). Queues, streams and bindings to them are still
+// the declaring node's own.
 //
 // Definitions are written with pebble.Sync before the call returns, so a
 // protocol front end replies -ok only for what is on disk. Ack state

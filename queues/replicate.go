@@ -3,12 +3,15 @@ package queues
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Catalog commands (issue 20, docs/design-cluster.md "The catalog").
@@ -212,3 +215,34 @@ func (c *cmdBootstrap) apply(b *Broker) (any, error) {
 }
 
 func init() { registerCommand(func() command { return &cmdBootstrap{} }) }
+
+// catalogAppliedKey holds the index of the last catalog log entry this
+// node applied (a cluster's raft group 0), big-endian.
+var catalogAppliedKey = []byte("n/catalog-applied")
+
+// CatalogApplied returns the index SetCatalogApplied last stored (0:
+// none): a restarted node resumes applying the catalog's log after it.
+func (b *Broker) CatalogApplied() (uint64, error) {
+	v, closer, err := b.cat.db.Get(catalogAppliedKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("queues: catalog applied index: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("queues: catalog applied index: %d bytes", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// SetCatalogApplied stores, durably, that the catalog's log is applied up
+// to index. Every write the applies made before it is durable with it
+// (pebble's log is one ordered file).
+func (b *Broker) SetCatalogApplied(index uint64) error {
+	if err := b.cat.db.Set(catalogAppliedKey, binary.BigEndian.AppendUint64(nil, index), pebble.Sync); err != nil {
+		return fmt.Errorf("queues: catalog applied index: %w", err)
+	}
+	return nil
+}
