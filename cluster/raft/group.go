@@ -85,9 +85,12 @@ func (h *Host) newGroup(id uint64, peers []uint64, sm StateMachine) (*group, err
 				g.applied = meta.GetIndex()
 			}
 		}
-		hs, _, _ := storage.InitialState()
-		if g.applied > hs.GetCommit() {
-			return nil, fmt.Errorf("raft: group %d: state machine applied %d past the commit index %d: %w", id, g.applied, hs.GetCommit(), ErrCorruption)
+		// The commit index is written without a sync when nothing else
+		// changed, so after a power cut it may be behind what the state
+		// machine applied; the entries up to it were synced when
+		// appended, and were committed, since they were applied.
+		if err := storage.raiseCommit(g.applied); err != nil {
+			return nil, err
 		}
 	}
 	g.conf = storage.confState()

@@ -260,6 +260,27 @@ func (gs *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	return out, nil
 }
 
+// raiseCommit raises the stored commit index to applied, the index a
+// state machine applied, if it is behind; applied must be in the log.
+func (gs *Storage) raiseCommit(applied uint64) error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	m := &gs.mu
+	if applied <= m.hard.GetCommit() {
+		return nil
+	}
+	if applied > m.last {
+		return fmt.Errorf("raft: group %d: state machine applied %d past the last entry %d: %w", gs.group, applied, m.last, ErrCorruption)
+	}
+	hs := proto.CloneOf(m.hard)
+	if hs == nil {
+		hs = &pb.HardState{}
+	}
+	hs.Commit = new(applied)
+	m.hard = hs
+	return nil
+}
+
 // Term implements etcd raft's Storage.
 func (gs *Storage) Term(i uint64) (uint64, error) {
 	gs.mu.Lock()
