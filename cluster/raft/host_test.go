@@ -381,3 +381,57 @@ func TestManyGroups(t *testing.T) {
 	}
 	t.Logf("checked in %v", time.Since(start))
 }
+
+// Ensure leadership moves where TransferLeadership asks, a stopped
+// group fails its calls and restarts from storage, and a state machine
+// error stops the group on that node only.
+func TestTransferStopAndApplyError(t *testing.T) {
+	c := newTestCluster(t, 3, Config{})
+	c.startGroupAll(1)
+	lead := c.waitLeader(1)
+	c.propose(lead, 1, "a")
+
+	to := others(c.ids, lead)[1]
+	if err := c.hosts[lead].TransferLeadership(1, to); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, fmt.Sprintf("node %d to lead after the transfer", to), func() bool {
+		for _, id := range c.ids {
+			if c.hosts[id].Leader(1) != to {
+				return false
+			}
+		}
+		return true
+	})
+	c.propose(lead, 1, "b")
+
+	// Stop and restart a follower's group.
+	f := others(c.ids, to)[0]
+	if err := c.hosts[f].StopGroup(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.hosts[f].Propose(context.Background(), 1, []byte("x")); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("propose on a stopped group: %v, want ErrGroupNotFound", err)
+	}
+	if l := c.hosts[f].Leader(1); l != 0 {
+		t.Fatalf("leader of a stopped group: %d, want 0", l)
+	}
+	c.propose(to, 1, "c")
+	c.startGroup(f, 1)
+	if err := c.hosts[f].StartGroup(1, c.ids, &memSM{}); !errors.Is(err, ErrGroupExists) {
+		t.Fatalf("second StartGroup: %v, want ErrGroupExists", err)
+	}
+	c.checkSame(1, c.ids, []string{"a", "b", "c"})
+
+	// The follower's state machine fails: its group stops there, the
+	// others go on.
+	c.sms[f][1].mu.Lock()
+	c.sms[f][1].failAt = 1
+	c.sms[f][1].mu.Unlock()
+	c.propose(to, 1, "d")
+	eventually(t, "the failed group to stop", func() bool {
+		_, err := c.hosts[f].Status(1)
+		return errors.Is(err, ErrGroupNotFound)
+	})
+	c.checkSame(1, others(c.ids, f), []string{"a", "b", "c", "d"})
+}
