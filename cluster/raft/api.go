@@ -13,7 +13,10 @@ var (
 	// another entry was committed at its index. The caller may retry.
 	ErrProposalDropped = errors.New("raft: proposal dropped")
 	// ErrProposalUnknown is a proposal whose outcome this node cannot
-	// tell: its log position was replaced by a snapshot from the leader.
+	// tell: it forwarded the proposal to a leader that lost leadership
+	// before the entry reached this node's log, or the entry's log
+	// position was replaced by a snapshot from the leader. It may yet be
+	// applied; a caller that retries must tolerate a duplicate.
 	ErrProposalUnknown = errors.New("raft: proposal outcome unknown")
 	// ErrGroupNotFound is a group not started on this host.
 	ErrGroupNotFound = errors.New("raft: group not found")

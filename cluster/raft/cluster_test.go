@@ -164,7 +164,20 @@ func (c *testCluster) tryPropose(id, group uint64, value string) (uint64, error)
 		if err == nil {
 			return index, nil
 		}
-		if !errors.Is(err, ErrProposalDropped) || ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return 0, fmt.Errorf("node %d: propose %q to group %d: %w", id, value, group, err)
+		case errors.Is(err, ErrProposalUnknown):
+			// A forwarded proposal met a leader change: applied here once
+			// everything committed is, or lost.
+			if err := c.hosts[id].Barrier(ctx, group); err != nil {
+				return 0, fmt.Errorf("node %d: barrier after %q to group %d: %w", id, value, group, err)
+			}
+			v, _, _ := c.sms[id][group].snapshot()
+			if slices.Contains(v, value) {
+				return 0, nil
+			}
+		case !errors.Is(err, ErrProposalDropped):
 			return 0, fmt.Errorf("node %d: propose %q to group %d: %w", id, value, group, err)
 		}
 		time.Sleep(testTick)

@@ -79,10 +79,12 @@
 //     this node, with its index. ErrProposalDropped means it was not
 //     applied and will not be: raft refused it (no leader, a leadership
 //     transfer) or another entry was committed at the index it had in
-//     this node's log. A context error, ErrProposalUnknown (its index
-//     was replaced by a snapshot) or ErrClosed leave the outcome open: a
-//     proposal forwarded by a follower and lost on the way is only ended
-//     by its context.
+//     this node's log. ErrProposalUnknown (a proposal forwarded to a
+//     leader that lost leadership before the entry reached this node's
+//     log, or an index replaced by a snapshot), a context error or
+//     ErrClosed leave the outcome open: the entry may still be applied.
+//     A forwarded proposal lost on the way without a leader change is
+//     ended by its context only.
 //   - Apply sees each entry once in the life of a state machine, as long
 //     as StateMachine.Applied reports what it durably applied: a restart
 //     resumes after it (raft's Config.Applied), or restores the stored

@@ -22,6 +22,8 @@ type group struct {
 	lead atomic.Uint64 // the leader as last seen; read by Host.Leader
 
 	applied   uint64        // last entry applied (state machine or host)
+	term      uint64        // raft term as of the last Ready
+	leader    uint64        // leader as of the last Ready
 	snapIndex uint64        // index of the last snapshot
 	conf      *pb.ConfState // configuration as of applied
 	ticks     uint64
@@ -34,6 +36,33 @@ type group struct {
 type proposal struct {
 	done        chan proposeResult // 1-buffered, written once
 	index, term uint64             // where its entry was seen in the log; 0 if not yet
+}
+
+// noteLeader records the leader and term of a Ready. A proposal this
+// node forwarded whose entry it has not seen in its log when the leader
+// or the term changes may have been lost with the old leader, or may
+// still be committed: it ends with ErrProposalUnknown rather than wait
+// for its context. (A proposal made on the leader was appended in the
+// round it was made, so its index is known and apply settles it.)
+func (g *group) noteLeader(rd *etcdraft.Ready) {
+	changed := false
+	if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
+		g.leader = rd.SoftState.Lead
+		g.lead.Store(g.leader)
+		changed = true
+	}
+	if t := rd.HardState.GetTerm(); t > g.term {
+		g.term = t
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	for seq, p := range g.proposals {
+		if p.index == 0 {
+			g.resolve(seq, 0, fmt.Errorf("raft: group %d: leader changed before the forwarded proposal reached this node's log: %w", g.id, ErrProposalUnknown))
+		}
+	}
 }
 
 type proposeResult struct {
@@ -94,6 +123,8 @@ func (h *Host) newGroup(id uint64, peers []uint64, sm StateMachine) (*group, err
 		}
 	}
 	g.conf = storage.confState()
+	hs, _, _ := storage.InitialState()
+	g.term = hs.GetTerm()
 	cfg := &etcdraft.Config{
 		ID:              h.cfg.NodeID,
 		ElectionTick:    h.cfg.ElectionTicks,

@@ -217,8 +217,9 @@ func (h *Host) removeGroup(g *group, err error) {
 // Propose proposes data to group and returns the entry's index once it
 // is applied on this node. Proposals made on a follower are forwarded to
 // the leader. ErrProposalDropped says the entry was not and will not be
-// applied (retry); a context error or ErrProposalUnknown leaves the
-// outcome open.
+// applied (retry); a context error, ErrProposalUnknown or ErrClosed
+// leave the outcome open. ctx should have a deadline: a forwarded
+// proposal lost on the way, with no leader change, is ended by it only.
 func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, error) {
 	p := &proposal{done: make(chan proposeResult, 1)}
 	var seq uint64
@@ -496,9 +497,7 @@ func (h *Host) handleReady() bool {
 	more := false
 	for _, r := range rs {
 		g := r.g
-		if r.rd.SoftState != nil {
-			g.lead.Store(r.rd.SoftState.Lead)
-		}
+		g.noteLeader(&r.rd)
 		g.noteReadStates(r.rd.ReadStates)
 		if err := g.apply(r.rd); err != nil {
 			h.cfg.Logger.Error("raft: group stopped", "group", g.id, "err", err)

@@ -348,6 +348,16 @@ func TestManyGroups(t *testing.T) {
 		t.Fatalf("starting %d groups on 3 hosts went from %d to %d goroutines", groups, before, after)
 	}
 	t.Logf("started in %v", time.Since(start))
+	eventually(t, fmt.Sprintf("all %d groups to elect", groups), func() bool {
+		for g := uint64(1); g <= groups; g++ {
+			lead := c.hosts[1].Leader(g)
+			if lead == 0 || c.hosts[2].Leader(g) != lead || c.hosts[3].Leader(g) != lead {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("elected in %v", time.Since(start))
 	for g := uint64(1); g <= groups; g++ {
 		wg.Go(func() {
 			if _, err := c.tryPropose(c.ids[g%3], g, fmt.Sprintf("group-%d", g)); err != nil {
@@ -434,4 +444,71 @@ func TestTransferStopAndApplyError(t *testing.T) {
 		return errors.Is(err, ErrGroupNotFound)
 	})
 	c.checkSame(1, others(c.ids, f), []string{"a", "b", "c", "d"})
+}
+
+// Ensure a proposal a follower forwarded into a lost link ends with
+// ErrProposalUnknown when the leader changes, rather than waiting for
+// its context, and that Close ends pending calls with ErrClosed.
+func TestForwardedProposalLeaderChange(t *testing.T) {
+	c := newTestCluster(t, 3, Config{})
+	c.startGroupAll(1)
+	lead := c.waitLeader(1)
+	c.propose(lead, 1, "a")
+	f1, f2 := others(c.ids, lead)[0], others(c.ids, lead)[1]
+	c.checkSame(1, c.ids, []string{"a"})
+
+	c.net.setCut(f1, lead, true)
+	res := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		_, err := c.hosts[f1].Propose(ctx, 1, []byte("lost"))
+		res <- err
+	}()
+	// Once f1's driver registered the proposal, it went into the cut
+	// link.
+	eventually(t, "the proposal to be pending", func() bool {
+		n := 0
+		_ = c.hosts[f1].exec(func() error {
+			n = len(c.hosts[f1].groups[1].proposals)
+			return nil
+		})
+		return n == 1
+	})
+	if err := c.hosts[lead].TransferLeadership(1, f2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, ErrProposalUnknown) {
+		t.Fatalf("forwarded proposal: %v, want ErrProposalUnknown", err)
+	}
+	c.net.setCut(f1, lead, false)
+	c.propose(f2, 1, "b")
+	c.checkSame(1, c.ids, []string{"a", "b"})
+
+	// Close ends a pending barrier and proposal: f1 keeps hearing the
+	// leader, but what it sends is lost.
+	for _, id := range others(c.ids, f1) {
+		c.net.setCut(f1, id, true)
+	}
+	errs := make(chan error, 2)
+	go func() {
+		_, err := c.hosts[f1].Propose(context.Background(), 1, []byte("closed"))
+		errs <- err
+	}()
+	go func() { errs <- c.hosts[f1].Barrier(context.Background(), 1) }()
+	eventually(t, "the calls to be pending", func() bool {
+		n := 0
+		_ = c.hosts[f1].exec(func() error {
+			g := c.hosts[f1].groups[1]
+			n = len(g.proposals) + len(g.reads)
+			return nil
+		})
+		return n == 2
+	})
+	c.close(f1)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("pending call after Close: %v, want ErrClosed", err)
+		}
+	}
 }
