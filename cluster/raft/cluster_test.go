@@ -218,6 +218,19 @@ func (c *testCluster) checkSame(group uint64, nodes []uint64, want []string) {
 	}
 }
 
+// storage returns node id's Storage of group.
+func (c *testCluster) storage(id, group uint64) *Storage {
+	c.t.Helper()
+	h := c.hosts[id]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.mu.groups[group]
+	if g == nil {
+		c.t.Fatalf("node %d: no group %d", id, group)
+	}
+	return g.storage
+}
+
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
