@@ -19,7 +19,9 @@ require (
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rabbitmq/rabbitmq-stream-go-client v1.8.3
 	github.com/spaolacci/murmur3 v1.1.0
+	go.etcd.io/raft/v3 v3.7.0
 	golang.org/x/sys v0.50.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -57,5 +59,4 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
