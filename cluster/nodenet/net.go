@@ -37,6 +37,9 @@ type Config struct {
 	// Listener, when set, is used instead of listening on Listen (tests
 	// open it on a free port first). Close closes it.
 	Listener net.Listener
+	// Dial, when set, connects to a peer's address instead of TCP (tests
+	// run nodes over an in-memory network).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	Timeout           time.Duration // silence after which a peer is unreachable; default 2 s
 	HeartbeatInterval time.Duration // default Timeout/4
@@ -88,6 +91,10 @@ func (c Config) ensureDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Dial == nil {
+		var d net.Dialer
+		c.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	if c.Listen == "" {
 		c.Listen = c.Peers[c.Name]
@@ -334,8 +341,7 @@ func (n *Net) Dial(ctx context.Context, peer string, lane Lane) (net.Conn, error
 func (n *Net) dial(ctx context.Context, p *peer, purpose uint8, lane Lane) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.HandshakeTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", p.addr)
+	conn, err := n.cfg.Dial(ctx, p.addr)
 	if err != nil {
 		return nil, fmt.Errorf("nodenet: %s: dial %s at %s: %w", n.cfg.Name, p.name, p.addr, err)
 	}
