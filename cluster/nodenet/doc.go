@@ -22,7 +22,8 @@
 // wrote nothing else. A peer not heard from for Config.Timeout (2 s by
 // default) is reported through Config.OnUnreachable and its link is
 // closed; Config.OnReachable reports a link coming up to a peer that was
-// unreachable (or new).
+// unreachable (or new). Frames queued for an unreachable peer are
+// dropped: raft, told the peer is unreachable, sends afresh.
 //
 // # Handshake
 //

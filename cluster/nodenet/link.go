@@ -42,6 +42,13 @@ func newPeer(name, addr string) *peer {
 	return p
 }
 
+// isReachable reports whether p is reachable.
+func (p *peer) isReachable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.reachable
+}
+
 // outFrame is a queued frame.
 type outFrame struct {
 	lane    Lane
@@ -91,6 +98,17 @@ func (q *sendQueue) take(dst []outFrame, maxBytes int) []outFrame {
 	q.frames = q.frames[:rest]
 	q.bytes -= size
 	return dst
+}
+
+// clear drops every queued frame and returns how many there were.
+func (q *sendQueue) clear() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := len(q.frames)
+	clear(q.frames)
+	q.frames = q.frames[:0]
+	q.bytes = 0
+	return n
 }
 
 func (q *sendQueue) len() int {

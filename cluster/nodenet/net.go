@@ -292,7 +292,8 @@ func (n *Net) Close() error {
 // together; a frame may be lost when the link drops (never duplicated
 // or reordered). When the peer's queue is full (a slow, stuck or
 // unreachable peer) Send drops the frame and returns ErrQueueFull; the
-// drop is counted in PeerStats. Raft tolerates such loss; a lane that
+// drop is counted in PeerStats. While the peer is unreachable its queue
+// is emptied every HeartbeatInterval, also counted. Raft tolerates such loss; a lane that
 // cannot should use Dial. The Net keeps payload until it is written:
 // the caller must not change it.
 func (n *Net) Send(peer string, lane Lane, payload []byte) error {
@@ -523,6 +524,11 @@ func (n *Net) watchdog() {
 			if l != nil {
 				l.close(fmt.Errorf("silent for %v", silent.Round(time.Millisecond)))
 			}
+			if !p.isReachable() {
+				// Stale frames for a peer that is gone: raft, told it is
+				// unreachable, sends afresh when it is back.
+				p.dropped.Add(uint64(p.q.clear()))
+			}
 		}
 	}
 }
@@ -534,7 +540,7 @@ type PeerStats struct {
 	Queued    int    // frames waiting in the send queue
 	Sent      uint64 // frames written to the socket
 	Received  uint64 // frames read, heartbeats included
-	Dropped   uint64 // frames Send refused because the queue was full
+	Dropped   uint64 // frames Send refused because the queue was full, or dropped from the queue while the peer was unreachable
 }
 
 // PeerStats returns peer's counters, false for an unknown peer.

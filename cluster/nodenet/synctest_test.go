@@ -89,8 +89,9 @@ func (m *memNet) dial(ctx context.Context, addr string) (net.Conn, error) {
 
 // Ensure, on a fake clock with the default timings, that an idle link
 // stays reachable on heartbeats alone, that a stopped peer is reported
-// unreachable within a heartbeat interval of the timeout, and that it is
-// reachable again once it restarts.
+// unreachable within a heartbeat interval of the timeout, that frames
+// queued for it meanwhile are dropped, and that it is reachable again
+// once it restarts.
 func TestReachabilityFakeClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &memNet{}
@@ -149,6 +150,20 @@ func TestReachabilityFakeClock(t *testing.T) {
 		// the first watchdog tick past the timeout.
 		if d := time.Since(stopped); d <= DefaultTimeout-DefaultTimeout/4 || d > DefaultTimeout+DefaultTimeout/4 {
 			t.Fatalf("unreachable %v after the stop, want within a heartbeat interval of %v", d, DefaultTimeout)
+		}
+
+		// Frames for an unreachable peer are queued, then dropped at the
+		// next watchdog tick.
+		if err := n1.Send("n2", LaneRaft, []byte("stale")); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := n1.PeerStats("n2"); s.Queued != 1 {
+			t.Fatalf("n1's stats for n2 after a Send: %+v, want 1 queued", s)
+		}
+		time.Sleep(DefaultTimeout / 4)
+		synctest.Wait()
+		if s, _ := n1.PeerStats("n2"); s.Queued != 0 || s.Dropped != 1 {
+			t.Fatalf("n1's stats for n2 a heartbeat interval later: %+v, want 1 dropped", s)
 		}
 
 		time.Sleep(time.Minute) // n1 redials all along
