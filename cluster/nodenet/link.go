@@ -3,6 +3,7 @@ package nodenet
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -201,7 +202,7 @@ func (l *link) readLoop() error {
 		case lane == LaneControl:
 			// A heartbeat.
 		case lane > MaxLane:
-			return ErrMalformed
+			return fmt.Errorf("%w: a frame on lane %#x after the handshake", ErrMalformed, uint8(lane))
 		default:
 			if h := l.n.handlers.Load().frame[lane]; h != nil {
 				h(l.p.name, payload)
