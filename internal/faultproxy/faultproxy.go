@@ -21,6 +21,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -301,14 +302,14 @@ func (p *Proxy) pipe(c *conn, i int, src, dst net.Conn) {
 	defer reader.Wait() // it ends: c is closed when pipe returns
 	defer close(stop)
 	reader.Go(func() {
+		buf := make([]byte, chunkSize)
 		for {
-			buf := make([]byte, chunkSize)
 			n, err := src.Read(buf)
 			_, delay := p.state(i)
 			due := time.Now().Add(delay)
 			if n > 0 {
 				select {
-				case q <- chunk{buf[:n], due}:
+				case q <- chunk{bytes.Clone(buf[:n]), due}:
 				case <-stop:
 					return
 				}
