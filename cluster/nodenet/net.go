@@ -315,7 +315,7 @@ func (n *Net) Send(peer string, lane Lane, payload []byte) error {
 		if p.dropping.CompareAndSwap(false, true) { // log the first drop of a run
 			n.log.Warn("nodenet: send queue full, dropping frames", "peer", peer, "lane", lane)
 		}
-		return fmt.Errorf("%w: to %s", ErrQueueFull, peer)
+		return ErrQueueFull // not wrapped: a drop under overload must not allocate
 	}
 	if p.dropping.Load() {
 		p.dropping.Store(false)
