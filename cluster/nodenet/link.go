@@ -188,8 +188,9 @@ func (n *Net) runLink(p *peer, conn net.Conn) {
 // connection fails.
 func (l *link) readLoop() error {
 	r := bufio.NewReaderSize(l.conn, 64<<10)
+	hdr := new([frameHeaderLen]byte)
 	for {
-		lane, payload, err := readFrame(r, nil, l.n.cfg.MaxPayload)
+		lane, payload, err := readFrame(r, hdr, l.n.cfg.MaxPayload)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return errors.New("closed by the peer")

@@ -158,21 +158,24 @@ func parseFrameHeader(h []byte, maxPayload int) (Lane, int, error) {
 }
 
 // readFrame reads one frame from r with a payload of at most
-// maxPayload bytes, into buf when it is large enough. The payload
-// aliases buf.
-func readFrame(r io.Reader, buf []byte, maxPayload int) (Lane, []byte, error) {
-	var h [frameHeaderLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+// maxPayload bytes, into a new slice. hdr is scratch space for the
+// header (a caller reading many frames keeps one, so that the header
+// does not escape per frame); nil allocates one.
+func readFrame(r io.Reader, hdr *[frameHeaderLen]byte, maxPayload int) (Lane, []byte, error) {
+	if hdr == nil {
+		hdr = new([frameHeaderLen]byte)
+	}
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
-	lane, n, err := parseFrameHeader(h[:], maxPayload)
+	lane, n, err := parseFrameHeader(hdr[:], maxPayload)
 	if err != nil {
 		return 0, nil, err
 	}
-	if cap(buf) < n {
-		buf = make([]byte, n)
+	if n == 0 {
+		return lane, nil, nil
 	}
-	buf = buf[:n]
+	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return 0, nil, noEOF(err)
 	}
