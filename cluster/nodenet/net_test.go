@@ -665,3 +665,52 @@ func TestSendErrors(t *testing.T) {
 		t.Errorf("Send after Close: got %v, want ErrClosed", err)
 	}
 }
+
+// Ensure an acceptor takes a new link from a peer while it still holds
+// the old one (the peer saw the old one die first, the acceptor did
+// not), closes the old, and takes frames in order from the new; and
+// that the real dialer's next link replaces that one again.
+func TestLinkReplaced(t *testing.T) {
+	c := newCluster(t, nil, "n1", "n2")
+	c.connected()
+	n1, n2 := c.nodes["n1"], c.nodes["n2"]
+	const count = 100
+	for i := range uint64(count) {
+		send(t, n1.net, "n2", LaneRaft, i)
+	}
+	waitFor(t, func() bool { return len(n2.received("n1", LaneRaft)) == count }, "n2's first frames")
+
+	// A second n1 link, from the test, while n1's own is up.
+	conn, err := net.Dial("tcp", n2.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := dialHandshake(conn, &local{cluster: "test", name: "n1", secret: []byte("secret")}, "n2", purposeLink, 0); err != nil {
+		t.Fatal(err)
+	}
+	var frames []byte
+	for i := range uint64(count) {
+		frames = appendFrameHeader(frames, LaneRaft, 8)
+		frames = append(frames, seq(count+i)...)
+	}
+	if _, err := conn.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs(t, n2, "n1", LaneRaft, 2*count)
+	waitLog(t, n2.log, "link closed", "peer=n1", "replaced by a new connection")
+
+	// n1 saw its link closed and redials: the test's link goes in turn.
+	for _, nd := range []*node{n1, n2} {
+		other := map[string]string{"n1": "n2", "n2": "n1"}[nd.name]
+		want := map[string]uint64{"n1": 2, "n2": 3}[nd.name]
+		waitFor(t, func() bool { s, _ := nd.net.PeerStats(other); return s.Links == want }, fmt.Sprintf("%s's link %d", nd.name, want))
+	}
+	if _, err := io.Copy(io.Discard, conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatal(err) // n2 closed the test's link
+	}
+	for i := range uint64(count) {
+		send(t, n1.net, "n2", LaneRaft, 2*count+i)
+	}
+	wantSeqs(t, n2, "n1", LaneRaft, 3*count)
+}
