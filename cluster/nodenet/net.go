@@ -54,7 +54,8 @@ type Config struct {
 	// link comes up after being down (or for the first time), and when
 	// nothing has been heard from a reachable peer for Timeout. They are
 	// called from one goroutine, one at a time, alternating per peer;
-	// they may call the Net's methods.
+	// they may call the Net's methods except Close, which waits for
+	// that goroutine.
 	OnReachable   func(peer string)
 	OnUnreachable func(peer string)
 
@@ -121,12 +122,13 @@ func (c Config) ensureDefaults() (Config, error) {
 
 // Handler takes a frame that peer from sent on a lane. It runs on the
 // link's reader goroutine: frames from one peer wait for it, so it must
-// not block for long. It owns payload.
+// not block for long (a peer whose frames wait for Timeout is reported
+// unreachable), nor call Close. It owns payload.
 type Handler func(from string, payload []byte)
 
 // ConnHandler takes a connection that peer from dialed for a lane. It
 // runs on a goroutine of its own and owns conn; Close closes conn and
-// waits for the handler to return.
+// waits for the handler to return, so it must not call Close.
 type ConnHandler func(from string, conn net.Conn)
 
 // handlers is the set of handlers, replaced as a whole (copy on write).
@@ -326,7 +328,8 @@ func (n *Net) Send(peer string, lane Lane, payload []byte) error {
 // Dial opens a connection of its own to peer for lane, whose
 // ConnHandler on the peer takes it, and returns it after the handshake:
 // a plain byte stream with TCP's flow control, for stream replication.
-// Either node of a pair may dial. The caller closes it.
+// Either node of a pair may dial. nodenet sends no heartbeats on it and
+// does not watch it: its lane's protocol does. The caller closes it.
 func (n *Net) Dial(ctx context.Context, peer string, lane Lane) (net.Conn, error) {
 	if lane == LaneControl || lane > MaxLane {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidLane, lane)
