@@ -462,7 +462,7 @@ func (n *Net) dialLoop(p *peer) {
 	wait := n.cfg.RedialMin
 	var lastErr string
 	for n.ctx.Err() == nil {
-		conn, err := n.dial(n.ctx, p, purposeLink, 0)
+		conn, err := n.dial(n.ctx, p, purposeLink, 0 /* lane */)
 		if err != nil {
 			if n.ctx.Err() != nil {
 				return
