@@ -225,11 +225,11 @@ func (s *Server) putUser(q *request) error {
 	case body.PasswordHash != nil:
 		u.PasswordHash, u.HashingAlgorithm = *body.PasswordHash, body.HashingAlgorithm
 		if err := queues.ValidHash(u.PasswordHash, u.HashingAlgorithm); err != nil {
-			return errBadRequest(err.Error())
+			return badRequestOr(err)
 		}
 	}
 	if err := s.b.PutUser(u); err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	return q.noContent(created)
 }
@@ -344,7 +344,7 @@ func (s *Server) putTopicPermission(q *request) error {
 		return errBadRequest("vhost_or_user_not_found")
 	}
 	if err := s.b.SetTopicPermission(queues.TopicPermission{User: user, VHost: vhost, Exchange: *body.Exchange, Write: *body.Write, Read: *body.Read}); err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	return q.noContent(true)
 }
@@ -384,7 +384,7 @@ func (s *Server) putVHost(q *request) error {
 	}
 	created, err := s.b.PutVHost(v)
 	if err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	if created {
 		// RabbitMQ gives the creating user full permissions in the new

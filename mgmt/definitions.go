@@ -90,7 +90,7 @@ func definitionsBody(r *http.Request) ([]byte, error) {
 func readLimited(rd io.Reader) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(rd, maxBody+1))
 	if err != nil {
-		return nil, errBadRequest(err.Error())
+		return nil, badRequestOr(err)
 	}
 	if len(b) > maxBody {
 		return nil, &apiError{http.StatusRequestEntityTooLarge, "bad_request", "definitions larger than 64 MiB"}

@@ -411,14 +411,14 @@ func (s *Server) publish(q *request) error {
 	}
 	props, err := amqpProperties(body.Properties)
 	if err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	if props.Flags&wire.FlagUserID != 0 && props.UserID != q.user.Name {
 		return errBadRequest(fmt.Sprintf("user_id property set to '%s' but authenticated user was '%s'", props.UserID, q.user.Name))
 	}
 	raw, err := wire.AppendProperties(nil, &props)
 	if err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	key := *body.RoutingKey
 	rm := queues.RoutingMessage{Keys: []string{key}, Props: queues.RoutingProps{

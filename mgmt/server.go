@@ -180,6 +180,23 @@ func errNotFound() error { return &apiError{http.StatusNotFound, "Object Not Fou
 func errBadRequest(reason string) error {
 	return &apiError{http.StatusBadRequest, "bad_request", reason}
 }
+
+// errUnavailable is a change the cluster did not apply (no quorum, no
+// leader): 503, and the client may retry, as after RabbitMQ's timeouts of
+// a Khepri command.
+func errUnavailable(err error) error {
+	return &apiError{http.StatusServiceUnavailable, "timeout", err.Error()}
+}
+
+// badRequestOr is a 400 with err's text, or a 503 when err is a change
+// the cluster did not apply.
+func badRequestOr(err error) error {
+	if errors.Is(err, queues.ErrNotApplied) {
+		return errUnavailable(err)
+	}
+	return errBadRequest(err.Error())
+}
+
 func errNotAuthorised(reason string) error {
 	return &apiError{http.StatusUnauthorized, "not_authorised", reason}
 }
@@ -376,6 +393,8 @@ func (s *Server) translate(err error) *apiError {
 		return errNotFound().(*apiError)
 	case errors.Is(err, queues.ErrAccessRefused):
 		return errNotAuthorised(err.Error()).(*apiError)
+	case errors.Is(err, queues.ErrNotApplied):
+		return errUnavailable(err).(*apiError)
 	}
 	var qe *qerr.Error
 	if errors.As(err, &qe) {
@@ -432,7 +451,7 @@ const maxBody = 64 << 20
 func (q *request) decode(v any) error {
 	body, err := io.ReadAll(io.LimitReader(q.r.Body, maxBody+1))
 	if err != nil {
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	}
 	if len(body) > maxBody {
 		return &apiError{http.StatusRequestEntityTooLarge, "bad_request", "request body too large"}

@@ -74,9 +74,9 @@ func (s *Server) registerStreams() {
 func superStreamErr(err error) error {
 	switch {
 	case errors.Is(err, queues.ErrExists):
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	case errors.Is(err, queues.ErrInvalidArgument):
-		return errBadRequest(err.Error())
+		return badRequestOr(err)
 	case errors.Is(err, queues.ErrAccessRefused):
 		return errNotAuthorised(err.Error())
 	}
