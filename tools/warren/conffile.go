@@ -233,6 +233,37 @@ var confKeys = []struct {
 		}
 		return nil
 	}},
+	{"warren.node_name", func(s *confState, e rabbitconf.Entry) error {
+		s.cfg.Cluster.NodeName = e.Value
+		return nonEmpty(e.Value)
+	}},
+	{"warren.cluster.peers", func(s *confState, e rabbitconf.Entry) error {
+		s.cfg.Cluster.Peers = e.Value
+		return nonEmpty(e.Value)
+	}},
+	{"warren.cluster.listen", func(s *confState, e rabbitconf.Entry) error {
+		s.cfg.Cluster.Listen = e.Value
+		if _, _, err := net.SplitHostPort(e.Value); err != nil {
+			return fmt.Errorf("%q is not a listen address (host:port)", e.Value)
+		}
+		return nil
+	}},
+	{"warren.cluster.secret", func(s *confState, e rabbitconf.Entry) error {
+		s.cfg.Cluster.Secret = e.Value
+		return nonEmpty(e.Value)
+	}},
+	{"warren.cluster.name", func(s *confState, e rabbitconf.Entry) error {
+		s.cfg.Cluster.Name = e.Value
+		return nonEmpty(e.Value)
+	}},
+	{"warren.cluster.command_timeout", func(s *confState, e rabbitconf.Entry) error {
+		d, err := time.ParseDuration(e.Value)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive Go duration (such as 10s, 1m)", e.Value)
+		}
+		s.cfg.Cluster.CommandTimeout = d
+		return nil
+	}},
 	{"warren.debug_listen", func(s *confState, e rabbitconf.Entry) error {
 		s.cfg.DebugListen = e.Value
 		if _, _, err := net.SplitHostPort(e.Value); err != nil {

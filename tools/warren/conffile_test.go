@@ -122,6 +122,12 @@ disk_free_limit.absolute = 2GB
 warren.data_dir = /var/lib/warren
 warren.retention_interval = 30s
 warren.debug_listen = 127.0.0.1:6060
+warren.node_name = n1
+warren.cluster.peers = n1=10.0.0.1:25672,n2=10.0.0.2:25672,n3=10.0.0.3:25672
+warren.cluster.listen = 0.0.0.0:25672
+warren.cluster.secret = cookie
+warren.cluster.name = prod
+warren.cluster.command_timeout = 10s
 `
 	got, err := readConf(t, conf)
 	if err != nil {
@@ -146,9 +152,11 @@ warren.debug_listen = 127.0.0.1:6060
 		RetentionInterval:         "30s",
 		LogLevel:                  "warning",
 		DebugListen:               "127.0.0.1:6060",
-		HTTPListen:                "127.0.0.1:15673",
-		PrometheusListen:          "127.0.0.1:15693",
-		LoadDefinitions:           "/etc/warren/definitions.json",
+		Cluster: ClusterConfig{NodeName: "n1", Peers: "n1=10.0.0.1:25672,n2=10.0.0.2:25672,n3=10.0.0.3:25672",
+			Listen: "0.0.0.0:25672", Secret: "cookie", Name: "prod", CommandTimeout: 10 * time.Second},
+		HTTPListen:       "127.0.0.1:15673",
+		PrometheusListen: "127.0.0.1:15693",
+		LoadDefinitions:  "/etc/warren/definitions.json",
 		Bootstrap: queues.Bootstrap{
 			User: "alice", Password: "pa#ss word", VHost: "prod",
 			Tags:        []string{"monitoring", "management"},
@@ -385,6 +393,8 @@ func TestConfFileErrors(t *testing.T) {
 		{"bad permission", "default_permissions.configure = (\n", `w.conf:1: default_permissions.configure: "(" is not a regular expression`},
 		{"bad duration", "warren.retention_interval = 1 minute\n", `w.conf:1: warren.retention_interval: "1 minute" is not a positive Go duration`},
 		{"bad debug listen", "warren.debug_listen = 6060\n", `w.conf:1: warren.debug_listen: "6060" is not a listen address`},
+		{"bad cluster listen", "warren.cluster.listen = 25672\n", `w.conf:1: warren.cluster.listen: "25672" is not a listen address`},
+		{"bad command timeout", "warren.cluster.command_timeout = -1s\n", `w.conf:1: warren.cluster.command_timeout: "-1s" is not a positive Go duration`},
 		{"syntax", "heartbeat = 5\nthis is not a setting\n", `w.conf:2: want key = value; a key is words`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

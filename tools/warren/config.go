@@ -92,6 +92,8 @@ type Config struct {
 	// channels. Zero means no limit; a negative connection limit refuses
 	// every connection.
 	ConnectionMax, StreamConnectionMax, ChannelMaxPerNode int
+	// Cluster makes the node one of a cluster (confcluster.go).
+	Cluster ClusterConfig
 }
 
 func defaults() Config {
@@ -121,6 +123,12 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.TLS.PrometheusListen, "prometheus-tls-listen", cfg.TLS.PrometheusListen, "Prometheus metrics over HTTPS listen address (empty: off; certificates: prometheus.ssl.* in -config)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warning, error or none (RabbitMQ's levels; slog's warn and INFO+2 forms too)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", cfg.DebugListen, "address for Go profiles over HTTP at /debug/pprof/ (empty: off; use loopback)")
+	fs.StringVar(&cfg.Cluster.NodeName, "node-name", cfg.Cluster.NodeName, "this node's name in the cluster (one of -cluster-peers)")
+	fs.StringVar(&cfg.Cluster.Peers, "cluster-peers", cfg.Cluster.Peers, "every node of the cluster as name=host:port,... (the same list on every node; empty: a single node)")
+	fs.StringVar(&cfg.Cluster.Listen, "cluster-listen", cfg.Cluster.Listen, "node-to-node listen address (default: this node's address in -cluster-peers)")
+	fs.StringVar(&cfg.Cluster.Secret, "cluster-secret", cfg.Cluster.Secret, "shared secret the nodes prove to each other (the same on every node)")
+	fs.StringVar(&cfg.Cluster.Name, "cluster-name", cfg.Cluster.Name, "the cluster's name: nodes of another cluster are refused (default warren)")
+	fs.DurationVar(&cfg.Cluster.CommandTimeout, "cluster-command-timeout", cfg.Cluster.CommandTimeout, "how long a change of users, vhosts, policies or exchanges waits for the cluster (default 30s)")
 	return configFile
 }
 

@@ -44,6 +44,7 @@ import (
 
 	"github.com/warren-mq/warren/amqp"
 	"github.com/warren-mq/warren/amqp1"
+	clusternode "github.com/warren-mq/warren/cluster/node"
 	"github.com/warren-mq/warren/definitions"
 	"github.com/warren-mq/warren/internal/netserve"
 	"github.com/warren-mq/warren/mgmt"
@@ -106,12 +107,21 @@ type readyAddrs struct {
 	Stream, AMQP, HTTP, Prometheus net.Addr
 	// The TLS listeners'.
 	StreamTLS, AMQPS, HTTPS, PrometheusTLS net.Addr
+	// Cluster is the node-to-node listener's (nil: a single node).
+	Cluster net.Addr
 }
 
 // run starts the broker and serves until ctx ends. ready, if not nil,
 // receives the bound addresses once listening.
 func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- readyAddrs) error {
 	started := time.Now()
+	var peers []clusterPeer
+	if cfg.Cluster.enabled() {
+		var err error
+		if peers, err = cfg.Cluster.peers(); err != nil {
+			return err
+		}
+	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -132,11 +142,29 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		LoopbackUsers:     cfg.LoopbackUsers,
 		Bootstrap:         cfg.Bootstrap,
 		ChannelMaxPerNode: cfg.ChannelMaxPerNode,
+		Clustered:         cfg.Cluster.enabled(),
 	})
 	if err != nil {
 		return err
 	}
 	defer broker.Close()
+	var cnode *clusternode.Node
+	if cfg.Cluster.enabled() {
+		addrs := map[string]string{}
+		for _, p := range peers {
+			addrs[p.name] = p.addr
+		}
+		cnode, err = clusternode.Start(clusternode.Config{
+			Name: cfg.Cluster.NodeName, Cluster: cfg.Cluster.Name, Peers: addrs, Secret: cfg.Cluster.Secret,
+			Listen: cfg.Cluster.listenAddr(peers), Dir: filepath.Join(cfg.DataDir, "raft"), Broker: broker,
+			Logger: logger, CommandTimeout: cfg.Cluster.CommandTimeout,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		defer cnode.Close() // before the broker closes
+		logger.Info("cluster node started", "node", cfg.Cluster.NodeName, "listen", cnode.Addr().String(), "peers", cfg.Cluster.Peers)
+	}
 	if err := recordBoot(cfg.DataDir, boot); err != nil {
 		return err
 	}
@@ -222,6 +250,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 			logger.Info("stream protocol listening", "addr", l.Addr.String(), "protocol", l.Protocol, "advertise", advertise, "advertise_tls", advertiseTLS)
 		}
 	}
+	if cnode != nil {
+		node = cfg.Cluster.NodeName // the cluster's name for this node, in every API
+		addrs.Cluster = cnode.Addr()
+		mgmtListeners = append(mgmtListeners, mgmt.Listener{Protocol: "clustering", Addr: cnode.Addr()})
+	}
 	if cfg.AMQPListen != "" || cfg.TLS.AMQPListen != "" {
 		lns, listed, err := listenEach(
 			listenSpec{cfg.AMQPListen, nil, "amqp", &addrs.AMQP},
@@ -286,9 +319,19 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
 		mgmtListeners = append(mgmtListeners, listed...)
+		var peersFn func() []mgmt.Peer
+		if cnode != nil {
+			peersFn = func() []mgmt.Peer {
+				var out []mgmt.Peer
+				for _, p := range cnode.Peers() {
+					out = append(out, mgmt.Peer{Name: p.Name, Running: p.Running})
+				}
+				return out
+			}
+		}
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
-			DataDir: cfg.DataDir, Node: node,
+			DataDir: cfg.DataDir, Node: node, Peers: peersFn,
 		}))
 		for _, l := range listed {
 			logger.Info("management HTTP API listening", "addr", l.Addr.String(), "protocol", l.Protocol)
