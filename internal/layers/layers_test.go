@@ -31,6 +31,9 @@ var rank = []struct {
 	{"queues/internal/", 3},
 	{"queues/", 4}, // classic, route, policy: never queues itself
 	{"queues", 5},
+	{"cluster/nodenet", 1}, // node-to-node links: imports nothing of ours
+	{"cluster/raft", 1},    // the multi-group raft host: nothing of ours either
+	{"cluster/node", 6},    // a cluster node: the broker's catalog over raft and nodenet
 	{"superstream", 6},
 	{"definitions", 6}, // beside superstream: neither imports the other
 	{"amqp", 7},
