@@ -24,11 +24,13 @@
 //     on the hard state and on entries of this and earlier Readys);
 //  5. restores a received snapshot into the state machine, applies the
 //     committed entries in order (normal entries with a payload to the
-//     StateMachine, configuration changes to the RawNode, whose new
-//     ConfState is written synced before anything later is applied),
-//     ends the proposals and barriers those entries settle, then
-//     calls Advance;
-//  6. takes a snapshot of a group whose state machine has applied
+//     StateMachine, configuration changes to the RawNode) and ends the
+//     proposals those entries settle. A group's entries after a
+//     configuration change wait until its new ConfState is written: the
+//     groups that changed configuration share one synced batch per pass;
+//  6. calls Advance on each group and ends the barriers whose read
+//     index is now applied;
+//  7. takes a snapshot of a group whose state machine has applied
 //     Config.SnapshotEntries entries since its last one, and compacts
 //     its log up to Config.CatchUpEntries before it.
 //

@@ -407,9 +407,11 @@ func (h *Host) shutdown() {
 
 // readyGroup is one group's Ready in a round.
 type readyGroup struct {
-	g  *group
-	rd etcdraft.Ready
-	w  pendingWrite
+	g      *group
+	rd     etcdraft.Ready
+	w      pendingWrite
+	pos    int  // committed entries applied so far
+	failed bool // the group was stopped in this round
 }
 
 // handleReady collects every group's Ready, persists them all in one
@@ -417,7 +419,7 @@ type readyGroup struct {
 // committed entries and advances them. It reports whether a group has
 // more to do.
 func (h *Host) handleReady() bool {
-	var rs []readyGroup
+	var rs []*readyGroup
 	for _, g := range h.groups {
 		if !g.rn.HasReady() {
 			continue
@@ -430,7 +432,7 @@ func (h *Host) handleReady() bool {
 		if !etcdraft.IsEmptyHardState(rd.HardState) {
 			w.hard = rd.HardState
 		}
-		rs = append(rs, readyGroup{g: g, rd: rd, w: w})
+		rs = append(rs, &readyGroup{g: g, rd: rd, w: w})
 	}
 	if len(rs) == 0 {
 		return false
@@ -493,17 +495,62 @@ func (h *Host) handleReady() bool {
 		s.g.rn.ReportSnapshot(s.to, etcdraft.SnapshotFinish)
 	}
 
-	// 3. Apply, then 4. Advance.
-	more := false
+	// 3. Apply. Entries after a configuration change wait until its
+	// ConfState is committed; one synced batch per pass serves every
+	// group (bootstrapping many groups is a run of conf changes each).
+	todo := make([]*readyGroup, 0, len(rs))
 	for _, r := range rs {
 		g := r.g
 		g.noteLeader(&r.rd)
 		g.noteReadStates(r.rd.ReadStates)
-		if err := g.apply(r.rd); err != nil {
-			h.cfg.Logger.Error("raft: group stopped", "group", g.id, "err", err)
-			h.removeGroup(g, fmt.Errorf("raft: group %d: %w: %w", g.id, ErrGroupStopped, err))
+		if err := g.restore(&r.rd); err != nil {
+			h.stopFailed(r, err)
 			continue
 		}
+		if len(r.rd.CommittedEntries) > 0 {
+			todo = append(todo, r)
+		}
+	}
+	for len(todo) > 0 {
+		cb := h.st.db.NewBatch()
+		var dirty []*group
+		next := todo[:0]
+		for _, r := range todo {
+			n, err := r.g.applyEntries(r.rd.CommittedEntries[r.pos:], cb)
+			if err != nil {
+				h.stopFailed(r, err)
+				continue
+			}
+			r.pos += n
+			if r.g.confDirty {
+				dirty = append(dirty, r.g)
+			}
+			if r.pos < len(r.rd.CommittedEntries) {
+				next = append(next, r)
+			}
+		}
+		if len(dirty) > 0 {
+			if err := cb.Commit(pebble.Sync); err != nil {
+				cb.Close()
+				h.failStorage(fmt.Errorf("raft: commit conf states: %w", err))
+				return false
+			}
+			for _, g := range dirty {
+				g.storage.publishConfState(g.conf)
+				g.confDirty = false
+			}
+		}
+		cb.Close()
+		todo = next
+	}
+
+	// 4. Advance.
+	more := false
+	for _, r := range rs {
+		if r.failed {
+			continue
+		}
+		g := r.g
 		g.rn.Advance(r.rd)
 		g.completeReads()
 		if err := g.maybeSnapshot(); err != nil {
@@ -512,6 +559,13 @@ func (h *Host) handleReady() bool {
 		more = more || g.rn.HasReady()
 	}
 	return more
+}
+
+// stopFailed stops r's group after its state machine or log failed.
+func (h *Host) stopFailed(r *readyGroup, err error) {
+	r.failed = true
+	h.cfg.Logger.Error("raft: group stopped", "group", r.g.id, "err", err)
+	h.removeGroup(r.g, fmt.Errorf("raft: group %d: %w: %w", r.g.id, ErrGroupStopped, err))
 }
 
 // failStorage stops the host on a storage error: raft may not go on
