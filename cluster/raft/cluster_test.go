@@ -231,6 +231,30 @@ func (c *testCluster) storage(id, group uint64) *Storage {
 	return g.storage
 }
 
+// recvErr receives the error a goroutine of the test sends on ch,
+// failing the test with the state of node id's group if it does not
+// come.
+func (c *testCluster) recvErr(ch <-chan error, id, group uint64, what string) error {
+	c.t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(waitFor + 5*time.Second):
+	}
+	var pending []string
+	_ = c.hosts[id].exec(func() error {
+		if g := c.hosts[id].groups[group]; g != nil {
+			for seq, p := range g.proposals {
+				pending = append(pending, fmt.Sprintf("seq %d at %d/%d", seq, p.index, p.term))
+			}
+		}
+		return nil
+	})
+	st, err := c.hosts[id].Status(group)
+	c.t.Fatalf("%s: no answer; node %d: status %v (%v), pending %v", what, id, st, err, pending)
+	return nil
+}
+
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
