@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Errors of the raft host.
@@ -85,6 +87,9 @@ type Config struct {
 	Transport Transport
 	// Logger receives raft's and the host's messages (default: discard).
 	Logger *slog.Logger
+	// FS is the file system pebble uses (default: the OS's); the
+	// power-cut tests pass pebble's crashable in-memory one.
+	FS vfs.FS
 
 	// TickInterval is one raft tick (default 100ms).
 	TickInterval time.Duration

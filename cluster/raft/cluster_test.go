@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/warren-mq/warren/internal/testutil"
 )
 
@@ -29,6 +31,7 @@ type testCluster struct {
 	net   *memNet
 	ids   []uint64
 	dirs  map[uint64]string
+	fs    map[uint64]vfs.FS // nil: the OS's
 	hosts map[uint64]*Host
 	sms   map[uint64]map[uint64]*memSM // node -> group -> sm
 	cfg   Config
@@ -43,6 +46,12 @@ const waitFor = 20 * time.Second
 
 func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 	t.Helper()
+	return newTestClusterFS(t, n, cfg, nil)
+}
+
+// newTestClusterFS is newTestCluster with node id's pebble on fsFor(id).
+func newTestClusterFS(t *testing.T, n int, cfg Config, fsFor func(id uint64) vfs.FS) *testCluster {
+	t.Helper()
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = testTick
 	}
@@ -50,6 +59,7 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 		t:     t,
 		net:   newMemNet(t),
 		dirs:  make(map[uint64]string),
+		fs:    make(map[uint64]vfs.FS),
 		hosts: make(map[uint64]*Host),
 		sms:   make(map[uint64]map[uint64]*memSM),
 		cfg:   cfg,
@@ -60,6 +70,9 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 		c.ids = append(c.ids, id)
 		c.dirs[id] = filepath.Join(root, fmt.Sprintf("n%d", id))
 		c.sms[id] = make(map[uint64]*memSM)
+		if fsFor != nil {
+			c.fs[id] = fsFor(id)
+		}
 		c.open(id)
 	}
 	t.Cleanup(func() {
@@ -77,6 +90,7 @@ func (c *testCluster) open(id uint64) *Host {
 	cfg := c.cfg
 	cfg.NodeID = id
 	cfg.Dir = c.dirs[id]
+	cfg.FS = c.fs[id]
 	cfg.Transport = c.net.transport(id)
 	h, err := Open(cfg)
 	if err != nil {

@@ -55,7 +55,7 @@ func Open(cfg Config) (*Host, error) {
 	if cfg.Transport == nil {
 		return nil, errors.New("raft: Config.Transport is nil")
 	}
-	st, err := openStore(cfg.Dir, cfg.Logger)
+	st, err := openStore(cfg.Dir, cfg.Logger, cfg.FS)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -56,8 +57,12 @@ type store struct {
 	db *pebble.DB
 }
 
-func openStore(dir string, log *slog.Logger) (*store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log}})
+func openStore(dir string, log *slog.Logger, fs vfs.FS) (*store, error) {
+	opts := &pebble.Options{Logger: pebbleLogger{log}}
+	if fs != nil {
+		opts.FS = fs
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("raft: open storage %s: %w", dir, err)
 	}
