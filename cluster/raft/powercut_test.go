@@ -22,10 +22,17 @@ import (
 // (its log holds every entry its state machine applied: entries are
 // synced before they are applied), apply nothing twice, and end with
 // the others' state; every proposal acknowledged must be applied once.
+// With snapshots every 30 entries, a node also restarts from its own
+// snapshot, or catches up from the leader's.
 func TestPowerCut(t *testing.T) {
+	t.Run("log", func(t *testing.T) { testPowerCut(t, Config{}) })
+	t.Run("snapshots", func(t *testing.T) { testPowerCut(t, Config{SnapshotEntries: 30, CatchUpEntries: 5}) })
+}
+
+func testPowerCut(t *testing.T, cfg Config) {
 	seed := testutil.Seed(t, "WARREN_RAFT_POWERCUT_SEED")
 	rng := rand.New(rand.NewPCG(seed, 0))
-	c := newTestClusterFS(t, 3, Config{}, func(uint64) vfs.FS { return vfs.NewCrashableMem() })
+	c := newTestClusterFS(t, 3, cfg, func(uint64) vfs.FS { return vfs.NewCrashableMem() })
 	c.startGroupAll(1)
 	c.waitLeader(1)
 
@@ -96,10 +103,23 @@ func TestPowerCut(t *testing.T) {
 		c.close(victim)
 		mu.Unlock()
 
+		if cfg.SnapshotEntries != 0 && cut%2 == 0 {
+			// Stay down while the others snapshot and compact past
+			// this node's log: it catches up from a snapshot.
+			mu.Lock()
+			base := len(acked)
+			mu.Unlock()
+			eventually(t, "proposals to commit without the cut node", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(acked) >= base+2*int(cfg.SnapshotEntries)
+			})
+		}
 		sm := &memSM{}
 		if err := sm.Restore(state); err != nil {
 			t.Fatal(err)
 		}
+		sm.restores = 0 // count the host's only
 		c.fs[victim] = clone
 		c.sms[victim][1] = sm
 		mu.Lock()
@@ -133,5 +153,10 @@ func TestPowerCut(t *testing.T) {
 			t.Fatalf("seed %d: %q applied %d times", seed, v, n)
 		}
 	}
-	t.Logf("%d cuts, %d values applied, %d acknowledged", cuts, len(want), len(acked))
+	restores := 0
+	for _, id := range c.ids {
+		_, n, _ := c.sms[id][1].snapshot()
+		restores += n
+	}
+	t.Logf("%d cuts, %d values applied, %d acknowledged, %d snapshots restored", cuts, len(want), len(acked), restores)
 }
