@@ -40,7 +40,8 @@ var (
 )
 
 // Entry is a committed entry given to a StateMachine: its log position
-// and the payload given to Propose.
+// and the payload given to Propose. Data is shared with the raft log
+// and must not be modified.
 type Entry struct {
 	Index uint64
 	Term  uint64
@@ -48,7 +49,9 @@ type Entry struct {
 }
 
 // StateMachine is what a group replicates. The host calls it from its
-// driver goroutine only, one call at a time.
+// driver goroutine only, one call at a time, so its methods hold up
+// every group of the host and must not call the Host (that would wait
+// for the driver they run on).
 type StateMachine interface {
 	// Apply applies committed entries, in log order, each exactly once
 	// in the life of the state machine as long as Applied reports what
@@ -73,7 +76,10 @@ type StateMachine interface {
 // network: it queues or drops. Messages may be lost, delayed or
 // reordered; raft recovers.
 type Transport interface {
-	// Send sends msgs, all for node to.
+	// Send sends msgs, all for node to. It is called on the driver
+	// goroutine and must encode msgs (AppendEnvelopes) before it
+	// returns: they share entries with the raft log, which the driver
+	// goes on changing (etcd raft: marshal messages in the raft loop).
 	Send(to uint64, msgs []Envelope)
 }
 

@@ -143,9 +143,10 @@ func (h *Host) exec(fn func() error) error {
 	}
 }
 
-// Receive hands the host messages that node from sent. It does not
-// block on the driver; messages for groups not started here, or not
-// addressed to this node from node from, are dropped.
+// Receive hands the host messages that node from sent, and the host
+// keeps them. It does not block on the driver and does not bound what
+// waits for it; messages for groups not started here, or not addressed
+// to this node from node from, are dropped.
 func (h *Host) Receive(from uint64, envs []Envelope) {
 	if len(envs) == 0 {
 		return
