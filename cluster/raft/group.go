@@ -40,33 +40,6 @@ type proposal struct {
 	index, term uint64             // where its entry was seen in the log; 0 if not yet
 }
 
-// noteLeader records the leader and term of a Ready. A proposal this
-// node forwarded whose entry it has not seen in its log when the leader
-// or the term changes may have been lost with the old leader, or may
-// still be committed: it ends with ErrProposalUnknown rather than wait
-// for its context. (A proposal made on the leader was appended in the
-// round it was made, so its index is known and apply settles it.)
-func (g *group) noteLeader(rd *etcdraft.Ready) {
-	changed := false
-	if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
-		g.leader = rd.SoftState.Lead
-		g.lead.Store(g.leader)
-		changed = true
-	}
-	if t := rd.HardState.GetTerm(); t > g.term {
-		g.term = t
-		changed = true
-	}
-	if !changed {
-		return
-	}
-	for seq, p := range g.proposals {
-		if p.index == 0 {
-			g.resolve(seq, 0, fmt.Errorf("raft: group %d: leader changed before the forwarded proposal reached this node's log: %w", g.id, ErrProposalUnknown))
-		}
-	}
-}
-
 type proposeResult struct {
 	index uint64
 	err   error
@@ -186,6 +159,33 @@ func (g *group) noteAppended(ents []*pb.Entry) {
 		}
 		p.index, p.term = e.GetIndex(), e.GetTerm()
 		g.byIndex[p.index] = id.seq
+	}
+}
+
+// noteLeader records the leader and term of a Ready. A proposal this
+// node forwarded whose entry it has not seen in its log when the leader
+// or the term changes may have been lost with the old leader, or may
+// still be committed: it ends with ErrProposalUnknown rather than wait
+// for its context. (A proposal made on the leader was appended in the
+// round it was made, so its index is known and apply settles it.)
+func (g *group) noteLeader(rd *etcdraft.Ready) {
+	changed := false
+	if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
+		g.leader = rd.SoftState.Lead
+		g.lead.Store(g.leader)
+		changed = true
+	}
+	if t := rd.HardState.GetTerm(); t > g.term {
+		g.term = t
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	for seq, p := range g.proposals {
+		if p.index == 0 {
+			g.resolve(seq, 0, fmt.Errorf("raft: group %d: leader changed before the forwarded proposal reached this node's log: %w", g.id, ErrProposalUnknown))
+		}
 	}
 }
 
