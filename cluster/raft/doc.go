@@ -14,7 +14,10 @@
 //
 //  1. ticks every group (on a tick), runs the queued requests and steps
 //     the received messages into their groups;
-//  2. collects the Ready of every group that has one;
+//  2. collects the Ready of every group that has one among those the
+//     tick, a message or a request reached, or that had more to do
+//     after the last round (a round between ticks touches only the
+//     groups its messages are for);
 //  3. writes all of them, entries (replacing any from the first new
 //     index on), hard states and received snapshots, in ONE pebble
 //     batch, synced when any Ready says MustSync or carries a snapshot;

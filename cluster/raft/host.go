@@ -37,8 +37,12 @@ type Host struct {
 
 	// Owned by the driver goroutine.
 	groups map[uint64]*group
-	seq    uint64 // last proposal or read sequence number
-	err    error  // sticky storage error; the driver stopped on it
+	// touched are the groups a tick, message or request reached since
+	// the last round, or that had more to do after it: the only ones a
+	// round asks for a Ready.
+	touched map[uint64]*group
+	seq     uint64 // last proposal or read sequence number
+	err     error  // sticky storage error; the driver stopped on it
 }
 
 type inbound struct {
@@ -69,6 +73,7 @@ func Open(cfg Config) (*Host, error) {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		groups:      make(map[uint64]*group),
+		touched:     make(map[uint64]*group),
 	}
 	h.mu.groups = make(map[uint64]*group)
 	labels := pprof.Labels("warren", "raft-host", "node", fmt.Sprint(cfg.NodeID))
@@ -167,6 +172,7 @@ func (h *Host) ReportUnreachable(node uint64) {
 	h.enqueue(func() {
 		for _, g := range h.groups {
 			g.rn.ReportUnreachable(node)
+			h.touch(g)
 		}
 	})
 }
@@ -186,6 +192,7 @@ func (h *Host) StartGroup(id uint64, peers []uint64, sm StateMachine) error {
 			return err
 		}
 		h.groups[id] = g
+		h.touch(g)
 		h.mu.Lock()
 		h.mu.groups[id] = g
 		h.mu.Unlock()
@@ -197,7 +204,7 @@ func (h *Host) StartGroup(id uint64, peers []uint64, sm StateMachine) error {
 // and barriers fail with ErrGroupStopped. Its state stays in storage.
 func (h *Host) StopGroup(id uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[id]
+		g, ok := h.lookup(id)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", id, ErrGroupNotFound)
 		}
@@ -206,9 +213,24 @@ func (h *Host) StopGroup(id uint64) error {
 	})
 }
 
+// lookup returns group id and marks it touched.
+//
+// REQUIRES: on the driver.
+func (h *Host) lookup(id uint64) (*group, bool) {
+	g, ok := h.groups[id]
+	if ok {
+		h.touch(g)
+	}
+	return g, ok
+}
+
+// REQUIRES: on the driver.
+func (h *Host) touch(g *group) { h.touched[g.id] = g }
+
 // REQUIRES: on the driver.
 func (h *Host) removeGroup(g *group, err error) {
 	delete(h.groups, g.id)
+	delete(h.touched, g.id)
 	h.mu.Lock()
 	delete(h.mu.groups, g.id)
 	h.mu.Unlock()
@@ -225,7 +247,7 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, 
 	p := &proposal{done: make(chan proposeResult, 1)}
 	var seq uint64
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -249,7 +271,7 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, 
 		return r.index, r.err
 	case <-ctx.Done():
 		h.enqueue(func() {
-			if g, ok := h.groups[group]; ok {
+			if g, ok := h.lookup(group); ok {
 				g.forgetProposal(seq)
 			}
 		})
@@ -264,7 +286,7 @@ func (h *Host) Barrier(ctx context.Context, group uint64) error {
 	r := &readReq{done: make(chan error, 1)}
 	var seq uint64
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -284,7 +306,7 @@ func (h *Host) Barrier(ctx context.Context, group uint64) error {
 		return err
 	case <-ctx.Done():
 		h.enqueue(func() {
-			if g, ok := h.groups[group]; ok {
+			if g, ok := h.lookup(group); ok {
 				delete(g.reads, seq)
 			}
 		})
@@ -308,7 +330,7 @@ func (h *Host) Leader(group uint64) uint64 {
 func (h *Host) Status(group uint64) (etcdraft.Status, error) {
 	var st etcdraft.Status
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -322,7 +344,7 @@ func (h *Host) Status(group uint64) (etcdraft.Status, error) {
 // hand leadership to node to. It returns at once; watch Leader.
 func (h *Host) TransferLeadership(group, to uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -336,7 +358,7 @@ func (h *Host) TransferLeadership(group, to uint64) error {
 // compacts on its own after each automatic snapshot.
 func (h *Host) Compact(group, index uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -359,6 +381,7 @@ func (h *Host) run() {
 			if h.err == nil {
 				for _, g := range h.groups {
 					g.tick()
+					h.touch(g)
 				}
 			}
 		case <-h.wake:
@@ -392,6 +415,7 @@ func (h *Host) drain() {
 			if !ok || m == nil || m.GetTo() != h.cfg.NodeID || m.GetFrom() != in.from {
 				continue
 			}
+			h.touch(g)
 			if err := g.rn.Step(m); err != nil {
 				h.cfg.Logger.Debug("raft: step", "group", g.id, "from", in.from, "type", m.GetType().String(), "err", err)
 			}
@@ -421,7 +445,7 @@ type readyGroup struct {
 // more to do.
 func (h *Host) handleReady() bool {
 	var rs []*readyGroup
-	for _, g := range h.groups {
+	for _, g := range h.touched {
 		if !g.rn.HasReady() {
 			continue
 		}
@@ -435,6 +459,7 @@ func (h *Host) handleReady() bool {
 		}
 		rs = append(rs, &readyGroup{g: g, rd: rd, w: w})
 	}
+	clear(h.touched)
 	if len(rs) == 0 {
 		return false
 	}
@@ -557,7 +582,10 @@ func (h *Host) handleReady() bool {
 		if err := g.maybeSnapshot(); err != nil {
 			h.cfg.Logger.Error("raft: snapshot", "group", g.id, "err", err)
 		}
-		more = more || g.rn.HasReady()
+		if g.rn.HasReady() {
+			h.touch(g)
+			more = true
+		}
 	}
 	return more
 }
