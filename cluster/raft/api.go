@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Errors of the raft host.
@@ -38,7 +40,8 @@ var (
 )
 
 // Entry is a committed entry given to a StateMachine: its log position
-// and the payload given to Propose.
+// and the payload given to Propose. Data is shared with the raft log
+// and must not be modified.
 type Entry struct {
 	Index uint64
 	Term  uint64
@@ -46,7 +49,9 @@ type Entry struct {
 }
 
 // StateMachine is what a group replicates. The host calls it from its
-// driver goroutine only, one call at a time.
+// driver goroutine only, one call at a time, so its methods hold up
+// every group of the host and must not call the Host (that would wait
+// for the driver they run on).
 type StateMachine interface {
 	// Apply applies committed entries, in log order, each exactly once
 	// in the life of the state machine as long as Applied reports what
@@ -71,7 +76,10 @@ type StateMachine interface {
 // network: it queues or drops. Messages may be lost, delayed or
 // reordered; raft recovers.
 type Transport interface {
-	// Send sends msgs, all for node to.
+	// Send sends msgs, all for node to. It is called on the driver
+	// goroutine and must encode msgs (AppendEnvelopes) before it
+	// returns: they share entries with the raft log, which the driver
+	// goes on changing (etcd raft: marshal messages in the raft loop).
 	Send(to uint64, msgs []Envelope)
 }
 
@@ -85,6 +93,9 @@ type Config struct {
 	Transport Transport
 	// Logger receives raft's and the host's messages (default: discard).
 	Logger *slog.Logger
+	// FS is the file system pebble uses (default: the OS's); the
+	// power-cut tests pass pebble's crashable in-memory one.
+	FS vfs.FS
 
 	// TickInterval is one raft tick (default 100ms).
 	TickInterval time.Duration

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/warren-mq/warren/internal/testutil"
 )
 
@@ -29,6 +31,7 @@ type testCluster struct {
 	net   *memNet
 	ids   []uint64
 	dirs  map[uint64]string
+	fs    map[uint64]vfs.FS // nil: the OS's
 	hosts map[uint64]*Host
 	sms   map[uint64]map[uint64]*memSM // node -> group -> sm
 	cfg   Config
@@ -43,6 +46,12 @@ const waitFor = 20 * time.Second
 
 func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 	t.Helper()
+	return newTestClusterFS(t, n, cfg, nil)
+}
+
+// newTestClusterFS is newTestCluster with node id's pebble on fsFor(id).
+func newTestClusterFS(t *testing.T, n int, cfg Config, fsFor func(id uint64) vfs.FS) *testCluster {
+	t.Helper()
 	if cfg.TickInterval == 0 {
 		cfg.TickInterval = testTick
 	}
@@ -50,6 +59,7 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 		t:     t,
 		net:   newMemNet(t),
 		dirs:  make(map[uint64]string),
+		fs:    make(map[uint64]vfs.FS),
 		hosts: make(map[uint64]*Host),
 		sms:   make(map[uint64]map[uint64]*memSM),
 		cfg:   cfg,
@@ -60,6 +70,9 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 		c.ids = append(c.ids, id)
 		c.dirs[id] = filepath.Join(root, fmt.Sprintf("n%d", id))
 		c.sms[id] = make(map[uint64]*memSM)
+		if fsFor != nil {
+			c.fs[id] = fsFor(id)
+		}
 		c.open(id)
 	}
 	t.Cleanup(func() {
@@ -77,6 +90,7 @@ func (c *testCluster) open(id uint64) *Host {
 	cfg := c.cfg
 	cfg.NodeID = id
 	cfg.Dir = c.dirs[id]
+	cfg.FS = c.fs[id]
 	cfg.Transport = c.net.transport(id)
 	h, err := Open(cfg)
 	if err != nil {
@@ -229,6 +243,30 @@ func (c *testCluster) storage(id, group uint64) *Storage {
 		c.t.Fatalf("node %d: no group %d", id, group)
 	}
 	return g.storage
+}
+
+// recvErr receives the error a goroutine of the test sends on ch,
+// failing the test with the state of node id's group if it does not
+// come.
+func (c *testCluster) recvErr(ch <-chan error, id, group uint64, what string) error {
+	c.t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(waitFor + 5*time.Second):
+	}
+	var pending []string
+	_ = c.hosts[id].exec(func() error {
+		if g := c.hosts[id].groups[group]; g != nil {
+			for seq, p := range g.proposals {
+				pending = append(pending, fmt.Sprintf("seq %d at %d/%d", seq, p.index, p.term))
+			}
+		}
+		return nil
+	})
+	st, err := c.hosts[id].Status(group)
+	c.t.Fatalf("%s: no answer; node %d: status %v (%v), pending %v", what, id, st, err, pending)
+	return nil
 }
 
 func eventually(t testing.TB, what string, cond func() bool) {

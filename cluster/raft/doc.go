@@ -14,7 +14,10 @@
 //
 //  1. ticks every group (on a tick), runs the queued requests and steps
 //     the received messages into their groups;
-//  2. collects the Ready of every group that has one;
+//  2. collects the Ready of every group that has one among those the
+//     tick, a message or a request reached, or that had more to do
+//     after the last round (a round between ticks touches only the
+//     groups its messages are for);
 //  3. writes all of them, entries (replacing any from the first new
 //     index on), hard states and received snapshots, in ONE pebble
 //     batch, synced when any Ready says MustSync or carries a snapshot;
@@ -24,11 +27,13 @@
 //     on the hard state and on entries of this and earlier Readys);
 //  5. restores a received snapshot into the state machine, applies the
 //     committed entries in order (normal entries with a payload to the
-//     StateMachine, configuration changes to the RawNode, whose new
-//     ConfState is written synced before anything later is applied),
-//     ends the proposals and barriers those entries settle, then
-//     calls Advance;
-//  6. takes a snapshot of a group whose state machine has applied
+//     StateMachine, configuration changes to the RawNode) and ends the
+//     proposals those entries settle. A group's entries after a
+//     configuration change wait until its new ConfState is written: the
+//     groups that changed configuration share one synced batch per pass;
+//  6. calls Advance on each group and ends the barriers whose read
+//     index is now applied;
+//  7. takes a snapshot of a group whose state machine has applied
 //     Config.SnapshotEntries entries since its last one, and compacts
 //     its log up to Config.CatchUpEntries before it.
 //

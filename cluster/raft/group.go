@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2"
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -26,6 +27,7 @@ type group struct {
 	leader    uint64        // leader as of the last Ready
 	snapIndex uint64        // index of the last snapshot
 	conf      *pb.ConfState // configuration as of applied
+	confDirty bool          // conf is staged in the round's batch, not yet committed
 	ticks     uint64
 
 	proposals map[uint64]*proposal // pending, by sequence number
@@ -36,33 +38,6 @@ type group struct {
 type proposal struct {
 	done        chan proposeResult // 1-buffered, written once
 	index, term uint64             // where its entry was seen in the log; 0 if not yet
-}
-
-// noteLeader records the leader and term of a Ready. A proposal this
-// node forwarded whose entry it has not seen in its log when the leader
-// or the term changes may have been lost with the old leader, or may
-// still be committed: it ends with ErrProposalUnknown rather than wait
-// for its context. (A proposal made on the leader was appended in the
-// round it was made, so its index is known and apply settles it.)
-func (g *group) noteLeader(rd *etcdraft.Ready) {
-	changed := false
-	if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
-		g.leader = rd.SoftState.Lead
-		g.lead.Store(g.leader)
-		changed = true
-	}
-	if t := rd.HardState.GetTerm(); t > g.term {
-		g.term = t
-		changed = true
-	}
-	if !changed {
-		return
-	}
-	for seq, p := range g.proposals {
-		if p.index == 0 {
-			g.resolve(seq, 0, fmt.Errorf("raft: group %d: leader changed before the forwarded proposal reached this node's log: %w", g.id, ErrProposalUnknown))
-		}
-	}
 }
 
 type proposeResult struct {
@@ -187,6 +162,33 @@ func (g *group) noteAppended(ents []*pb.Entry) {
 	}
 }
 
+// noteLeader records the leader and term of a Ready. A proposal this
+// node forwarded whose entry it has not seen in its log when the leader
+// or the term changes may have been lost with the old leader, or may
+// still be committed: it ends with ErrProposalUnknown rather than wait
+// for its context. (A proposal made on the leader was appended in the
+// round it was made, so its index is known and apply settles it.)
+func (g *group) noteLeader(rd *etcdraft.Ready) {
+	changed := false
+	if rd.SoftState != nil && rd.SoftState.Lead != g.leader {
+		g.leader = rd.SoftState.Lead
+		g.lead.Store(g.leader)
+		changed = true
+	}
+	if t := rd.HardState.GetTerm(); t > g.term {
+		g.term = t
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	for seq, p := range g.proposals {
+		if p.index == 0 {
+			g.resolve(seq, 0, fmt.Errorf("raft: group %d: leader changed before the forwarded proposal reached this node's log: %w", g.id, ErrProposalUnknown))
+		}
+	}
+}
+
 // noteReadStates records the read indexes raft answered.
 func (g *group) noteReadStates(rss []etcdraft.ReadState) {
 	for _, rs := range rss {
@@ -209,34 +211,40 @@ func (g *group) completeReads() {
 	}
 }
 
-// apply applies rd's snapshot and committed entries.
-func (g *group) apply(rd etcdraft.Ready) error {
-	if !etcdraft.IsEmptySnap(rd.Snapshot) {
-		meta := rd.Snapshot.GetMetadata()
-		if err := g.sm.Restore(rd.Snapshot.GetData()); err != nil {
-			return fmt.Errorf("restore snapshot at %d: %w", meta.GetIndex(), err)
-		}
-		g.applied, g.snapIndex = meta.GetIndex(), meta.GetIndex()
-		g.conf = meta.GetConfState()
-		// The entries at or before the snapshot are gone: a pending
-		// proposal there cannot be checked.
-		for i, seq := range g.byIndex {
-			if i > meta.GetIndex() {
-				continue
-			}
-			err := ErrProposalUnknown
-			if p := g.proposals[seq]; p != nil && p.term > meta.GetTerm() {
-				err = ErrProposalDropped // no committed entry before the snapshot has a later term
-			}
-			g.resolve(seq, 0, fmt.Errorf("raft: group %d: %w", g.id, err))
-			delete(g.byIndex, i)
-		}
-	}
-	if len(rd.CommittedEntries) == 0 {
+// restore restores rd's snapshot, if any, into the state machine.
+func (g *group) restore(rd *etcdraft.Ready) error {
+	if etcdraft.IsEmptySnap(rd.Snapshot) {
 		return nil
 	}
+	meta := rd.Snapshot.GetMetadata()
+	if err := g.sm.Restore(rd.Snapshot.GetData()); err != nil {
+		return fmt.Errorf("restore snapshot at %d: %w", meta.GetIndex(), err)
+	}
+	g.applied, g.snapIndex = meta.GetIndex(), meta.GetIndex()
+	g.conf = meta.GetConfState()
+	// The entries at or before the snapshot are gone: a pending
+	// proposal there cannot be checked.
+	for i, seq := range g.byIndex {
+		if i > meta.GetIndex() {
+			continue
+		}
+		err := ErrProposalUnknown
+		if p := g.proposals[seq]; p != nil && p.term > meta.GetTerm() {
+			err = ErrProposalDropped // no committed entry before the snapshot has a later term
+		}
+		g.resolve(seq, 0, fmt.Errorf("raft: group %d: %w", g.id, err))
+		delete(g.byIndex, i)
+	}
+	return nil
+}
+
+// applyEntries applies committed entries from the start of ents and
+// returns how many. Configuration changes go to the RawNode and their
+// ConfState into b; it stops before a normal entry that follows one, so
+// that the caller commits b first: a restart resumes after the state
+// machine's applied index, past the change, and needs it stored.
+func (g *group) applyEntries(ents []*pb.Entry, b *pebble.Batch) (int, error) {
 	var batch []Entry
-	var ids []proposalID // ids[i] is the id of CommittedEntries[i]
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -245,7 +253,11 @@ func (g *group) apply(rd etcdraft.Ready) error {
 		batch = nil // the state machine may keep the slice
 		return err
 	}
-	for _, e := range rd.CommittedEntries {
+	ids := make([]proposalID, 0, len(ents)) // ids[i] is the id of ents[i]
+	for _, e := range ents {
+		if e.GetType() == pb.EntryNormal && g.confDirty {
+			break
+		}
 		var id proposalID
 		switch e.GetType() {
 		case pb.EntryNormal:
@@ -253,32 +265,36 @@ func (g *group) apply(rd etcdraft.Ready) error {
 			var err error
 			id, payload, err = decodeEntryData(e.GetData())
 			if err != nil {
-				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+				return 0, fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
 			if len(e.GetData()) > 0 {
 				batch = append(batch, Entry{Index: e.GetIndex(), Term: e.GetTerm(), Data: payload})
 			}
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
 			if err := flush(); err != nil {
-				return err
+				return 0, err
 			}
-			if err := g.applyConfChange(e); err != nil {
-				return err
+			if err := g.applyConfChange(e, b); err != nil {
+				return 0, err
 			}
 		}
 		ids = append(ids, id)
 	}
 	if err := flush(); err != nil {
-		return err
+		return 0, err
 	}
-	for i, e := range rd.CommittedEntries {
-		g.resolveApplied(e.GetIndex(), ids[i])
+	for i, id := range ids {
+		g.resolveApplied(ents[i].GetIndex(), id)
 	}
-	g.applied = rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
-	return nil
+	if len(ids) > 0 {
+		g.applied = ents[len(ids)-1].GetIndex()
+	}
+	return len(ids), nil
 }
 
-func (g *group) applyConfChange(e *pb.Entry) error {
+// applyConfChange applies the conf change e and stages the resulting
+// ConfState into b.
+func (g *group) applyConfChange(e *pb.Entry, b *pebble.Batch) error {
 	var cc pb.ConfChangeI
 	if e.GetType() == pb.EntryConfChange {
 		c := &pb.ConfChange{}
@@ -294,12 +310,11 @@ func (g *group) applyConfChange(e *pb.Entry) error {
 		cc = c
 	}
 	cs := g.rn.ApplyConfChange(cc)
-	// Durable before any later entry is applied: a restart resumes
-	// after the state machine's applied index, past this change.
-	if err := g.storage.saveConfState(cs); err != nil {
+	if err := g.storage.stageConfState(b, cs); err != nil {
 		return err
 	}
 	g.conf = cs
+	g.confDirty = true
 	return nil
 }
 

@@ -37,8 +37,12 @@ type Host struct {
 
 	// Owned by the driver goroutine.
 	groups map[uint64]*group
-	seq    uint64 // last proposal or read sequence number
-	err    error  // sticky storage error; the driver stopped on it
+	// touched are the groups a tick, message or request reached since
+	// the last round, or that had more to do after it: the only ones a
+	// round asks for a Ready.
+	touched map[uint64]*group
+	seq     uint64 // last proposal or read sequence number
+	err     error  // sticky storage error; the driver stopped on it
 }
 
 type inbound struct {
@@ -55,7 +59,7 @@ func Open(cfg Config) (*Host, error) {
 	if cfg.Transport == nil {
 		return nil, errors.New("raft: Config.Transport is nil")
 	}
-	st, err := openStore(cfg.Dir, cfg.Logger)
+	st, err := openStore(cfg.Dir, cfg.Logger, cfg.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +73,7 @@ func Open(cfg Config) (*Host, error) {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		groups:      make(map[uint64]*group),
+		touched:     make(map[uint64]*group),
 	}
 	h.mu.groups = make(map[uint64]*group)
 	labels := pprof.Labels("warren", "raft-host", "node", fmt.Sprint(cfg.NodeID))
@@ -143,9 +148,10 @@ func (h *Host) exec(fn func() error) error {
 	}
 }
 
-// Receive hands the host messages that node from sent. It does not
-// block on the driver; messages for groups not started here, or not
-// addressed to this node from node from, are dropped.
+// Receive hands the host messages that node from sent, and the host
+// keeps them. It does not block on the driver and does not bound what
+// waits for it; messages for groups not started here, or not addressed
+// to this node from node from, are dropped.
 func (h *Host) Receive(from uint64, envs []Envelope) {
 	if len(envs) == 0 {
 		return
@@ -166,6 +172,7 @@ func (h *Host) ReportUnreachable(node uint64) {
 	h.enqueue(func() {
 		for _, g := range h.groups {
 			g.rn.ReportUnreachable(node)
+			h.touch(g)
 		}
 	})
 }
@@ -185,6 +192,7 @@ func (h *Host) StartGroup(id uint64, peers []uint64, sm StateMachine) error {
 			return err
 		}
 		h.groups[id] = g
+		h.touch(g)
 		h.mu.Lock()
 		h.mu.groups[id] = g
 		h.mu.Unlock()
@@ -196,7 +204,7 @@ func (h *Host) StartGroup(id uint64, peers []uint64, sm StateMachine) error {
 // and barriers fail with ErrGroupStopped. Its state stays in storage.
 func (h *Host) StopGroup(id uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[id]
+		g, ok := h.lookup(id)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", id, ErrGroupNotFound)
 		}
@@ -205,9 +213,24 @@ func (h *Host) StopGroup(id uint64) error {
 	})
 }
 
+// lookup returns group id and marks it touched.
+//
+// REQUIRES: on the driver.
+func (h *Host) lookup(id uint64) (*group, bool) {
+	g, ok := h.groups[id]
+	if ok {
+		h.touch(g)
+	}
+	return g, ok
+}
+
+// REQUIRES: on the driver.
+func (h *Host) touch(g *group) { h.touched[g.id] = g }
+
 // REQUIRES: on the driver.
 func (h *Host) removeGroup(g *group, err error) {
 	delete(h.groups, g.id)
+	delete(h.touched, g.id)
 	h.mu.Lock()
 	delete(h.mu.groups, g.id)
 	h.mu.Unlock()
@@ -224,7 +247,7 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, 
 	p := &proposal{done: make(chan proposeResult, 1)}
 	var seq uint64
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -248,7 +271,7 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, 
 		return r.index, r.err
 	case <-ctx.Done():
 		h.enqueue(func() {
-			if g, ok := h.groups[group]; ok {
+			if g, ok := h.lookup(group); ok {
 				g.forgetProposal(seq)
 			}
 		})
@@ -263,7 +286,7 @@ func (h *Host) Barrier(ctx context.Context, group uint64) error {
 	r := &readReq{done: make(chan error, 1)}
 	var seq uint64
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -283,7 +306,7 @@ func (h *Host) Barrier(ctx context.Context, group uint64) error {
 		return err
 	case <-ctx.Done():
 		h.enqueue(func() {
-			if g, ok := h.groups[group]; ok {
+			if g, ok := h.lookup(group); ok {
 				delete(g.reads, seq)
 			}
 		})
@@ -307,7 +330,7 @@ func (h *Host) Leader(group uint64) uint64 {
 func (h *Host) Status(group uint64) (etcdraft.Status, error) {
 	var st etcdraft.Status
 	err := h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -321,7 +344,7 @@ func (h *Host) Status(group uint64) (etcdraft.Status, error) {
 // hand leadership to node to. It returns at once; watch Leader.
 func (h *Host) TransferLeadership(group, to uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -335,7 +358,7 @@ func (h *Host) TransferLeadership(group, to uint64) error {
 // compacts on its own after each automatic snapshot.
 func (h *Host) Compact(group, index uint64) error {
 	return h.exec(func() error {
-		g, ok := h.groups[group]
+		g, ok := h.lookup(group)
 		if !ok {
 			return fmt.Errorf("raft: group %d: %w", group, ErrGroupNotFound)
 		}
@@ -358,6 +381,7 @@ func (h *Host) run() {
 			if h.err == nil {
 				for _, g := range h.groups {
 					g.tick()
+					h.touch(g)
 				}
 			}
 		case <-h.wake:
@@ -391,6 +415,7 @@ func (h *Host) drain() {
 			if !ok || m == nil || m.GetTo() != h.cfg.NodeID || m.GetFrom() != in.from {
 				continue
 			}
+			h.touch(g)
 			if err := g.rn.Step(m); err != nil {
 				h.cfg.Logger.Debug("raft: step", "group", g.id, "from", in.from, "type", m.GetType().String(), "err", err)
 			}
@@ -407,9 +432,11 @@ func (h *Host) shutdown() {
 
 // readyGroup is one group's Ready in a round.
 type readyGroup struct {
-	g  *group
-	rd etcdraft.Ready
-	w  pendingWrite
+	g      *group
+	rd     etcdraft.Ready
+	w      pendingWrite
+	pos    int  // committed entries applied so far
+	failed bool // the group was stopped in this round
 }
 
 // handleReady collects every group's Ready, persists them all in one
@@ -417,8 +444,8 @@ type readyGroup struct {
 // committed entries and advances them. It reports whether a group has
 // more to do.
 func (h *Host) handleReady() bool {
-	var rs []readyGroup
-	for _, g := range h.groups {
+	var rs []*readyGroup
+	for _, g := range h.touched {
 		if !g.rn.HasReady() {
 			continue
 		}
@@ -430,8 +457,9 @@ func (h *Host) handleReady() bool {
 		if !etcdraft.IsEmptyHardState(rd.HardState) {
 			w.hard = rd.HardState
 		}
-		rs = append(rs, readyGroup{g: g, rd: rd, w: w})
+		rs = append(rs, &readyGroup{g: g, rd: rd, w: w})
 	}
+	clear(h.touched)
 	if len(rs) == 0 {
 		return false
 	}
@@ -493,25 +521,80 @@ func (h *Host) handleReady() bool {
 		s.g.rn.ReportSnapshot(s.to, etcdraft.SnapshotFinish)
 	}
 
-	// 3. Apply, then 4. Advance.
-	more := false
+	// 3. Apply. Entries after a configuration change wait until its
+	// ConfState is committed; one synced batch per pass serves every
+	// group (bootstrapping many groups is a run of conf changes each).
+	todo := make([]*readyGroup, 0, len(rs))
 	for _, r := range rs {
 		g := r.g
 		g.noteLeader(&r.rd)
 		g.noteReadStates(r.rd.ReadStates)
-		if err := g.apply(r.rd); err != nil {
-			h.cfg.Logger.Error("raft: group stopped", "group", g.id, "err", err)
-			h.removeGroup(g, fmt.Errorf("raft: group %d: %w: %w", g.id, ErrGroupStopped, err))
+		if err := g.restore(&r.rd); err != nil {
+			h.stopFailed(r, err)
 			continue
 		}
+		if len(r.rd.CommittedEntries) > 0 {
+			todo = append(todo, r)
+		}
+	}
+	for len(todo) > 0 {
+		cb := h.st.db.NewBatch()
+		var dirty []*group
+		next := todo[:0]
+		for _, r := range todo {
+			n, err := r.g.applyEntries(r.rd.CommittedEntries[r.pos:], cb)
+			if err != nil {
+				h.stopFailed(r, err)
+				continue
+			}
+			r.pos += n
+			if r.g.confDirty {
+				dirty = append(dirty, r.g)
+			}
+			if r.pos < len(r.rd.CommittedEntries) {
+				next = append(next, r)
+			}
+		}
+		if len(dirty) > 0 {
+			if err := cb.Commit(pebble.Sync); err != nil {
+				cb.Close()
+				h.failStorage(fmt.Errorf("raft: commit conf states: %w", err))
+				return false
+			}
+			for _, g := range dirty {
+				g.storage.publishConfState(g.conf)
+				g.confDirty = false
+			}
+		}
+		cb.Close()
+		todo = next
+	}
+
+	// 4. Advance.
+	more := false
+	for _, r := range rs {
+		if r.failed {
+			continue
+		}
+		g := r.g
 		g.rn.Advance(r.rd)
 		g.completeReads()
 		if err := g.maybeSnapshot(); err != nil {
 			h.cfg.Logger.Error("raft: snapshot", "group", g.id, "err", err)
 		}
-		more = more || g.rn.HasReady()
+		if g.rn.HasReady() {
+			h.touch(g)
+			more = true
+		}
 	}
 	return more
+}
+
+// stopFailed stops r's group after its state machine or log failed.
+func (h *Host) stopFailed(r *readyGroup, err error) {
+	r.failed = true
+	h.cfg.Logger.Error("raft: group stopped", "group", r.g.id, "err", err)
+	h.removeGroup(r.g, fmt.Errorf("raft: group %d: %w: %w", r.g.id, ErrGroupStopped, err))
 }
 
 // failStorage stops the host on a storage error: raft may not go on

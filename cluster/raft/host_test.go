@@ -91,6 +91,7 @@ func TestLeaderIsolated(t *testing.T) {
 	}
 	c.checkSame(1, c.ids, want)
 
+	old = c.waitLeader(1) // still, unless an election intervened
 	c.net.setDown(old, true)
 	lost := make(chan error, 1)
 	go func() {
@@ -112,7 +113,7 @@ func TestLeaderIsolated(t *testing.T) {
 	}
 
 	c.net.setDown(old, false)
-	err := <-lost
+	err := c.recvErr(lost, old, 1, "old leader's proposal")
 	t.Logf("old leader's proposal: %v", err)
 	if !errors.Is(err, ErrProposalDropped) {
 		t.Fatalf("old leader's proposal: %v, want ErrProposalDropped", err)
@@ -171,9 +172,14 @@ func TestMinorityNeverCommits(t *testing.T) {
 				want = append(want, v)
 			}
 			c.checkSame(1, major, want)
+			// The proposal may have ended already (a follower that lost
+			// its leader ends a forwarded proposal), but not applied.
+			var minorErr error
+			ended := false
 			select {
-			case err := <-res:
-				if err == nil {
+			case minorErr = <-res:
+				ended = true
+				if minorErr == nil {
 					t.Fatal("the minority's proposal was applied")
 				}
 			default:
@@ -190,18 +196,22 @@ func TestMinorityNeverCommits(t *testing.T) {
 			} else {
 				c.net.partition([]uint64{minor}, major, false)
 			}
-			if tc.wantDrop {
-				if err := <-res; !errors.Is(err, ErrProposalDropped) {
-					t.Fatalf("minority's proposal: %v, want ErrProposalDropped", err)
-				}
-			} else {
-				// The follower forwarded it into the cut link: nothing
-				// tells it the proposal is gone, its context ends it.
+			if !tc.wantDrop {
+				// The follower forwarded it into the cut link: it ends
+				// when the follower sees its leader change, else by its
+				// context.
 				cancel()
-				if err := <-res; !errors.Is(err, context.Canceled) {
-					t.Fatalf("minority's proposal: %v, want context.Canceled", err)
-				}
 			}
+			if !ended {
+				minorErr = c.recvErr(res, minor, 1, "minority's proposal")
+			}
+			switch {
+			case tc.wantDrop && !errors.Is(minorErr, ErrProposalDropped):
+				t.Fatalf("minority's proposal: %v, want ErrProposalDropped", minorErr)
+			case !tc.wantDrop && !errors.Is(minorErr, ErrProposalUnknown) && !errors.Is(minorErr, context.Canceled):
+				t.Fatalf("minority's proposal: %v, want ErrProposalUnknown or context.Canceled", minorErr)
+			}
+			t.Logf("minority's proposal: %v", minorErr)
 			c.checkSame(1, c.ids, want)
 		})
 	}
@@ -332,20 +342,20 @@ func TestManyGroups(t *testing.T) {
 	c := newTestCluster(t, 3, Config{TickInterval: 20 * time.Millisecond})
 	start := time.Now()
 	before := runtime.NumGoroutine()
-	var wg sync.WaitGroup
+	var wg sync.WaitGroup // the test's own goroutines, done before counting
 	for _, id := range c.ids {
 		sms := make(map[uint64]*memSM)
 		for g := uint64(1); g <= groups; g++ {
 			sms[g] = &memSM{}
 		}
 		c.sms[id] = sms
-		wg.Go(func() {
-			for g := uint64(1); g <= groups; g++ {
+		for g := uint64(1); g <= groups; g++ {
+			wg.Go(func() {
 				if err := c.hosts[id].StartGroup(g, c.ids, sms[g]); err != nil {
 					t.Errorf("node %d: start group %d: %v", id, g, err)
 				}
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	if after := runtime.NumGoroutine(); after > before+2 {
@@ -482,7 +492,7 @@ func TestForwardedProposalLeaderChange(t *testing.T) {
 	if err := c.hosts[lead].TransferLeadership(1, f2); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-res; !errors.Is(err, ErrProposalUnknown) {
+	if err := c.recvErr(res, f1, 1, "forwarded proposal"); !errors.Is(err, ErrProposalUnknown) {
 		t.Fatalf("forwarded proposal: %v, want ErrProposalUnknown", err)
 	}
 	c.net.setCut(f1, lead, false)
@@ -511,7 +521,13 @@ func TestForwardedProposalLeaderChange(t *testing.T) {
 	})
 	c.close(f1)
 	for range 2 {
-		if err := <-errs; !errors.Is(err, ErrClosed) {
+		var err error
+		select {
+		case err = <-errs:
+		case <-time.After(waitFor):
+			t.Fatal("pending calls not ended by Close")
+		}
+		if !errors.Is(err, ErrClosed) {
 			t.Fatalf("pending call after Close: %v, want ErrClosed", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -56,8 +57,12 @@ type store struct {
 	db *pebble.DB
 }
 
-func openStore(dir string, log *slog.Logger) (*store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log}})
+func openStore(dir string, log *slog.Logger, fs vfs.FS) (*store, error) {
+	opts := &pebble.Options{Logger: pebbleLogger{log}}
+	if fs != nil {
+		opts.FS = fs
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("raft: open storage %s: %w", dir, err)
 	}
@@ -442,20 +447,21 @@ func truncValue(index, term uint64) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
 }
 
-// saveConfState durably records cs, the configuration after a conf
-// change was applied.
-func (gs *Storage) saveConfState(cs *pb.ConfState) error {
+// stageConfState adds cs, the configuration after a conf change was
+// applied, to b; publishConfState makes it current once b committed.
+func (gs *Storage) stageConfState(b *pebble.Batch, cs *pb.ConfState) error {
 	raw, err := proto.Marshal(cs)
 	if err != nil {
 		return fmt.Errorf("raft: group %d: encode conf state: %w", gs.group, err)
 	}
-	if err := gs.st.db.Set(groupKey(gs.group, kindConfState), raw, pebble.Sync); err != nil {
-		return fmt.Errorf("raft: group %d: save conf state: %w", gs.group, err)
-	}
+	_ = b.Set(groupKey(gs.group, kindConfState), raw, nil)
+	return nil
+}
+
+func (gs *Storage) publishConfState(cs *pb.ConfState) {
 	gs.mu.Lock()
 	gs.mu.conf = cs
 	gs.mu.Unlock()
-	return nil
 }
 
 // saveSnapshot durably records snap, made by this node's state machine

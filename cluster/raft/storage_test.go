@@ -13,7 +13,7 @@ import (
 
 func openTestStore(t *testing.T, dir string) *store {
 	t.Helper()
-	st, err := openStore(dir, slog.New(slog.DiscardHandler))
+	st, err := openStore(dir, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
