@@ -22,7 +22,7 @@ const (
 	DefaultRedialMax        = 2 * time.Second
 	DefaultQueueFrames      = 4096
 	DefaultQueueBytes       = 64 << 20
-	DefaultMaxPayload       = 16 << 20
+	DefaultMaxPayload       = 128 << 20 // room for a batch with a raft message of cluster/raft's MaxMessageSize (64 MiB)
 )
 
 // Config configures a Net. Zero fields take defaults.
@@ -48,7 +48,7 @@ type Config struct {
 	RedialMax         time.Duration // the wait doubles up to this; default 2 s
 	QueueFrames       int           // frames Send may queue per peer; default 4096
 	QueueBytes        int           // payload bytes Send may queue per peer; default 64 MiB
-	MaxPayload        int           // largest payload; nodes must agree; default 16 MiB
+	MaxPayload        int           // largest payload; nodes must agree; default 128 MiB
 
 	// OnReachable and OnUnreachable, when set, are called when a peer's
 	// link comes up after being down (or for the first time), and when
