@@ -172,7 +172,7 @@ func TestReachabilityFakeClock(t *testing.T) {
 		}
 
 		time.Sleep(time.Minute) // n1 redials all along
-		n2, ev2 = start("n2")
+		_, ev2 = start("n2")    // Cleanup closes it
 		want(ev1, "+n2")
 		want(ev2, "+n1")
 		if s, _ := n1.PeerStats("n2"); s.Links != 2 {
