@@ -17,11 +17,11 @@
 // Dial, which a lane's ConnHandler on the peer accepts; either node of a
 // pair may dial one.
 //
-// Every frame received, heartbeats included, marks its peer heard. A
-// link writes a heartbeat every Config.HeartbeatInterval in which it
-// wrote nothing else. A peer not heard from for Config.Timeout (2 s by
-// default) is reported through Config.OnUnreachable and its link is
-// closed; Config.OnReachable reports a link coming up to a peer that was
+// Every byte received, heartbeats included, marks its peer heard (a
+// large frame keeps its peer reachable while it arrives). A link writes
+// a heartbeat every Config.HeartbeatInterval in which it wrote nothing
+// else. A peer not heard from for Config.Timeout (2 s by default) is
+// reported through Config.OnUnreachable and its link is closed; Config.OnReachable reports a link coming up to a peer that was
 // unreachable (or new). Frames queued for an unreachable peer are
 // dropped: raft, told the peer is unreachable, sends afresh.
 //

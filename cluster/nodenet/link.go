@@ -23,7 +23,7 @@ type peer struct {
 	addr string
 
 	q         sendQueue
-	lastHeard atomic.Int64 // Net.since() when a frame or handshake last arrived
+	lastHeard atomic.Int64 // Net.since() when bytes or a handshake last arrived
 	sent      atomic.Uint64
 	received  atomic.Uint64
 	dropped   atomic.Uint64
@@ -187,7 +187,7 @@ func (n *Net) runLink(p *peer, conn net.Conn) {
 // readLoop reads frames and hands them to the lanes' handlers until the
 // connection fails.
 func (l *link) readLoop() error {
-	r := bufio.NewReaderSize(l.conn, 64<<10)
+	r := bufio.NewReaderSize(heardReader{l}, 64<<10)
 	hdr := new([frameHeaderLen]byte)
 	for {
 		lane, payload, err := readFrame(r, hdr, l.n.cfg.MaxPayload)
@@ -197,7 +197,6 @@ func (l *link) readLoop() error {
 			}
 			return err
 		}
-		l.p.lastHeard.Store(l.n.since())
 		l.p.received.Add(1)
 		switch {
 		case lane == LaneControl:
@@ -210,6 +209,19 @@ func (l *link) readLoop() error {
 			}
 		}
 	}
+}
+
+// heardReader reads a link's connection and marks its peer heard
+// whenever bytes arrive, so that a large frame on a slow network keeps
+// the peer reachable while it arrives.
+type heardReader struct{ l *link }
+
+func (h heardReader) Read(b []byte) (int, error) {
+	n, err := h.l.conn.Read(b)
+	if n > 0 {
+		h.l.p.lastHeard.Store(h.l.n.since())
+	}
+	return n, err
 }
 
 // writeLoop writes queued frames, coalesced into one writev per batch,

@@ -22,7 +22,7 @@ const (
 	DefaultRedialMax        = 2 * time.Second
 	DefaultQueueFrames      = 4096
 	DefaultQueueBytes       = 64 << 20
-	DefaultMaxPayload       = 16 << 20
+	DefaultMaxPayload       = 128 << 20 // room for a batch with a raft message of cluster/raft's MaxMessageSize (64 MiB)
 )
 
 // Config configures a Net. Zero fields take defaults.
@@ -47,12 +47,13 @@ type Config struct {
 	RedialMin         time.Duration // first wait before redialing a link; default 50 ms
 	RedialMax         time.Duration // the wait doubles up to this; default 2 s
 	QueueFrames       int           // frames Send may queue per peer; default 4096
-	QueueBytes        int           // payload bytes Send may queue per peer; default 64 MiB
-	MaxPayload        int           // largest payload; nodes must agree; default 16 MiB
+	QueueBytes        int           // payload bytes Send may queue per peer (a larger frame fits an empty queue); default 64 MiB
+	MaxPayload        int           // largest payload; nodes must agree; default 128 MiB
 
-	// OnReachable and OnUnreachable, when set, are called when a peer's
-	// link comes up after being down (or for the first time), and when
-	// nothing has been heard from a reachable peer for Timeout. They are
+	// OnReachable and OnUnreachable, when set, are called when a link to
+	// an unreachable peer comes up (every peer starts unreachable), and
+	// when nothing has been heard from a reachable peer for Timeout; a
+	// link that drops and comes back within Timeout calls neither. They are
 	// called from one goroutine, one at a time, alternating per peer;
 	// they may call the Net's methods except Close, which waits for
 	// that goroutine.

@@ -642,7 +642,7 @@ func TestStuckPeerSendDoesNotBlock(t *testing.T) {
 
 // Ensure Send refuses what it cannot send.
 func TestSendErrors(t *testing.T) {
-	c := newCluster(t, nil, "n1", "n2")
+	c := newCluster(t, func(cfg *Config) { cfg.MaxPayload = 1024 }, "n1", "n2")
 	n := c.nodes["n1"].net
 	for _, tc := range []struct {
 		peer    string
@@ -654,7 +654,7 @@ func TestSendErrors(t *testing.T) {
 		{"n1", LaneRaft, nil, ErrUnknownPeer},
 		{"n2", LaneControl, nil, ErrInvalidLane},
 		{"n2", msgHello, nil, ErrInvalidLane},
-		{"n2", LaneRaft, make([]byte, DefaultMaxPayload+1), ErrFrameTooLarge},
+		{"n2", LaneRaft, make([]byte, 1025), ErrFrameTooLarge},
 	} {
 		if err := n.Send(tc.peer, tc.lane, tc.payload); !errors.Is(err, tc.want) {
 			t.Errorf("Send(%s, %d, %d bytes): got %v, want %v", tc.peer, tc.lane, len(tc.payload), err, tc.want)

@@ -17,6 +17,7 @@ import (
 type memNet struct {
 	mu        sync.Mutex
 	listeners map[string]*memListener
+	wrap      func(net.Conn) net.Conn // when set, wraps the dialer's end
 }
 
 // memListener is a listener on a memNet address.
@@ -79,6 +80,9 @@ func (m *memNet) dial(ctx context.Context, addr string) (net.Conn, error) {
 	c, s := net.Pipe()
 	select {
 	case l.conns <- s:
+		if m.wrap != nil {
+			return m.wrap(c), nil
+		}
 		return c, nil
 	case <-l.done:
 		return nil, refused
@@ -104,8 +108,8 @@ func TestReachabilityFakeClock(t *testing.T) {
 				Peers:         peers,
 				Listener:      m.listen(name),
 				Dial:          m.dial,
-				OnReachable:   func(p string) { events <- "+" + p },
-				OnUnreachable: func(p string) { events <- "-" + p },
+				OnReachable:   func(p string) { trySend(events, "+"+p) },
+				OnUnreachable: func(p string) { trySend(events, "-"+p) },
 				Logger:        slog.New(slog.DiscardHandler),
 			})
 			if err != nil {
@@ -114,6 +118,7 @@ func TestReachabilityFakeClock(t *testing.T) {
 			if err := n.Start(); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { n.Close() }) // in the bubble: a failed test ends too
 			return n, events
 		}
 		want := func(events chan string, e string) {
@@ -167,13 +172,96 @@ func TestReachabilityFakeClock(t *testing.T) {
 		}
 
 		time.Sleep(time.Minute) // n1 redials all along
-		n2, ev2 = start("n2")
+		_, ev2 = start("n2")    // Cleanup closes it
 		want(ev1, "+n2")
 		want(ev2, "+n1")
 		if s, _ := n1.PeerStats("n2"); s.Links != 2 {
 			t.Fatalf("n1's stats for n2 after the restart: %+v, want 2 links", s)
 		}
-		n1.Close()
-		n2.Close()
 	})
+}
+
+// slowConn writes at 2 MiB/s on the fake clock.
+type slowConn struct{ net.Conn }
+
+func (c slowConn) Write(b []byte) (int, error) {
+	const chunk = 64 << 10
+	n := 0
+	for len(b) > 0 {
+		time.Sleep(chunk * time.Second / (2 << 20))
+		w, err := c.Conn.Write(b[:min(chunk, len(b))])
+		n += w
+		if err != nil {
+			return n, err
+		}
+		b = b[w:]
+	}
+	return n, nil
+}
+
+// Ensure a frame that takes longer than the timeout to arrive (10 MiB at
+// 2 MiB/s: 5 s) keeps its sender reachable while it arrives.
+func TestLargeFrameSlowLink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &memNet{wrap: func(c net.Conn) net.Conn { return slowConn{c} }}
+		peers := map[string]string{"n1": "n1", "n2": "n2"}
+		events := make(chan string, 100)
+		got := make(chan int, 1)
+		var nets []*Net
+		for _, name := range []string{"n1", "n2"} {
+			n, err := New(Config{
+				Cluster:  "test",
+				Name:     name,
+				Peers:    peers,
+				Listener: m.listen(name),
+				Dial:     m.dial,
+				// Not blocking: a failing run's flapping must not stop Close.
+				OnReachable:   func(p string) { trySend(events, name+"+"+p) },
+				OnUnreachable: func(p string) { trySend(events, name+"-"+p) },
+				Logger:        slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Handle(LaneRaft, func(_ string, p []byte) { got <- len(p) })
+			if err := n.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { n.Close() }) // in the bubble: a failed test ends too
+			nets = append(nets, n)
+		}
+		<-events
+		<-events
+		start := time.Now()
+		if err := nets[0].Send("n2", LaneRaft, make([]byte, 10<<20)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-got:
+			if n != 10<<20 {
+				t.Fatalf("got %d bytes", n)
+			}
+		case e := <-events:
+			t.Fatalf("event %q during the transfer", e)
+		case <-time.After(time.Minute):
+			t.Fatal("no frame after a minute")
+		}
+		if d := time.Since(start); d < 5*time.Second {
+			t.Fatalf("10 MiB arrived in %v: the link is not slow", d)
+		}
+		synctest.Wait()
+		select {
+		case e := <-events:
+			t.Fatalf("event %q during the transfer", e)
+		default:
+		}
+	})
+}
+
+// trySend sends v on ch unless ch is full.
+func trySend[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
 }
