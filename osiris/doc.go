@@ -101,7 +101,11 @@
 // reader code is unchanged. Batch.Done is called once the commit covers
 // the batch's chunks; Close fails the batches still waiting. After Open
 // nothing is committed until the commit offset reaches the end of the
-// log the member opened with (the commit is not persisted).
+// log the member opened with (the commit is not persisted); to know the
+// extents of its older segments without sealing them, Open of a
+// replicated stream opens each segment once. Stats, FirstSegmentBase
+// and CommittedChunkID describe the committed log; Stats.LastChunkID
+// the written one.
 //
 // Epochs. The leader stamps its epoch (Replication.Epoch, persisted in
 // the Config; a new leader's is greater, and Open refuses one below the

@@ -49,6 +49,7 @@ func replicaOf(name string, members int) Replication {
 
 // link runs ServeReplica and Follow over one connection.
 type link struct {
+	t         *testing.T
 	cancel    context.CancelFunc
 	done      chan struct{}
 	serveErr  error
@@ -66,7 +67,7 @@ func connect(t *testing.T, leader, replica *Stream, tcp bool) *link {
 		a, b = net.Pipe()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &link{cancel: cancel, done: make(chan struct{})}
+	l := &link{t: t, cancel: cancel, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); l.serveErr = ServeReplica(ctx, leader, a) }()
@@ -76,10 +77,16 @@ func connect(t *testing.T, leader, replica *Stream, tcp bool) *link {
 	return l
 }
 
-// stop ends the link and waits for both ends.
+// stop ends the link and waits for both ends, which must have run until
+// then.
 func (l *link) stop() {
 	l.cancel()
 	<-l.done
+	for _, err := range []error{l.serveErr, l.followErr} {
+		if !errors.Is(err, context.Canceled) {
+			l.t.Errorf("link ended with %v, want context.Canceled", err)
+		}
+	}
 }
 
 func tcpConnPair(t *testing.T) (net.Conn, net.Conn) {
@@ -233,7 +240,7 @@ func TestReplicationTwoReplicas(t *testing.T) {
 	r1 := openMember(t, filepath.Join(root, "r1"), 32<<10, replicaOf("r1", 3))
 	r2 := openMember(t, filepath.Join(root, "r2"), 80<<10, replicaOf("r2", 3))
 	connect(t, leader, r1, true)
-	connect(t, leader, r2, false)
+	l2 := connect(t, leader, r2, false)
 
 	var wg sync.WaitGroup
 	for p := range 4 {
@@ -262,6 +269,7 @@ func TestReplicationTwoReplicas(t *testing.T) {
 	want := trackingOf(leader)
 
 	// Failover: r2 becomes leader of epoch 2 from what is on its disk.
+	l2.stop()
 	if err := r2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -544,5 +552,42 @@ func TestFollowPoint(t *testing.T) {
 		if off != c.offset || reset != c.reset {
 			t.Errorf("%s: got %d, %v; want %d, %v", c.name, off, reset, c.offset, c.reset)
 		}
+	}
+}
+
+// Ensure the leader stops serving a replica that went away, and a
+// replica a leader that did, each with the reason.
+func TestReplicationPeerGone(t *testing.T) {
+	root := t.TempDir()
+	leader := openMember(t, filepath.Join(root, "l"), 8<<10, leaderOf(2, 1))
+	r := openMember(t, filepath.Join(root, "r"), 8<<10, replicaOf("r", 2))
+	ctx := context.Background()
+	a, b := net.Pipe()
+	serve := make(chan error, 1)
+	go func() { serve <- ServeReplica(ctx, leader, a) }()
+	follow := make(chan error, 1)
+	go func() { follow <- Follow(ctx, r, b) }()
+	publish(t, leader, "p", 1, 50, 10)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan error{"follow": follow, "serve": serve} {
+		select {
+		case err := <-ch:
+			if err == nil || errors.Is(err, context.Canceled) {
+				t.Fatalf("%s ended with %v, want the peer's failure", name, err)
+			}
+		case <-time.After(replicaWait):
+			t.Fatalf("%s still running with the replica closed", name)
+		}
+	}
+	if err := ServeReplica(ctx, r, a); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ServeReplica on a replica: %v", err)
+	}
+	if err := Follow(ctx, leader, b); !errors.Is(err, ErrNotReplica) {
+		t.Fatalf("Follow on a leader: %v", err)
+	}
+	if err := r.Submit(&Batch{}); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Submit on a replica: %v", err)
 	}
 }

@@ -52,55 +52,64 @@ func ServeReplica(ctx context.Context, s *Stream, conn io.ReadWriter) error {
 	if s.repl == nil || s.repl.role != RoleLeader {
 		return ErrNotLeader
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	closer, _ := conn.(io.Closer)
 	if closer != nil {
-		defer context.AfterFunc(ctx, func() { closer.Close() })()
+		context.AfterFunc(ctx, func() { closer.Close() }) // on return at the latest (cancel)
 	}
+	member, err := serveReplica(ctx, cancel, s, conn, closer != nil)
+	if parent.Err() != nil {
+		err = parent.Err() // the connection failed because of it
+	}
+	return fmt.Errorf("osiris: %s: serve replica %q: %w", s.dir, member, err)
+}
+
+// serveReplica is ServeReplica after the setup; it returns the replica's
+// name and why it ended. cancel cancels ctx; waitAcks says the
+// acknowledgement reader ends when ctx does (conn is closed then).
+func serveReplica(ctx context.Context, cancel context.CancelFunc, s *Stream, conn io.ReadWriter, waitAcks bool) (string, error) {
 	br := bufio.NewReaderSize(conn, connBuffer)
 	bw := bufio.NewWriterSize(conn, connBuffer)
 	typ, p, buf, err := readFrame(br, nil)
 	if err != nil {
-		return fmt.Errorf("osiris: %s: serve replica: %w", s.dir, err)
+		return "", err
 	}
 	var hello Hello
 	if typ != FrameHello {
-		err = fmt.Errorf("%s frame first: %w", typ, ErrFrame)
-	} else {
-		err = hello.ReadFrom(p)
+		return "", fmt.Errorf("%s frame first: %w", typ, ErrFrame)
 	}
-	if err != nil {
-		return fmt.Errorf("osiris: %s: serve replica: %w", s.dir, err)
+	if err := hello.ReadFrom(p); err != nil {
+		return "", err
 	}
 	if e, mine := hello.History.LastEpoch(), s.Config().Epoch; e > mine {
-		return fmt.Errorf("osiris: %s: replica %q holds epoch %d, leader's is %d: %w", s.dir, hello.Member, e, mine, ErrStaleEpoch)
+		return hello.Member, fmt.Errorf("replica holds epoch %d, leader's is %d: %w", e, mine, ErrStaleEpoch)
 	}
 	lh, err := s.EpochHistory()
 	if err != nil {
-		return err
+		return hello.Member, err
 	}
 	offset, reset := FollowPoint(lh, hello.History)
 	if _, err := bw.Write(appendStart(nil, offset, reset)); err != nil {
-		return fmt.Errorf("osiris: %s: serve replica %q: %w", s.dir, hello.Member, err)
+		return hello.Member, err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("osiris: %s: serve replica %q: %w", s.dir, hello.Member, err)
+		return hello.Member, err
 	}
 	acks := make(chan error, 1)
 	go pprof.Do(ctx, pprof.Labels("osiris-replica-acks", s.dir), func(context.Context) {
 		acks <- s.readAcks(br, buf, hello.Member)
+		cancel() // the replica went away: stop shipping
 	})
 	err = s.ship(ctx, bw, offset)
 	cancel()
-	var ackErr error
-	if closer != nil {
-		ackErr = <-acks
+	if waitAcks {
+		if ackErr := <-acks; errors.Is(err, context.Canceled) {
+			err = ackErr // why ship was cancelled
+		}
 	}
-	if errors.Is(err, context.Canceled) && ackErr != nil && !errors.Is(ackErr, ErrClosed) {
-		err = ackErr // the replica went away
-	}
-	return fmt.Errorf("osiris: %s: serve replica %q: %w", s.dir, hello.Member, err)
+	return hello.Member, err
 }
 
 // readAcks reads Ack frames and applies them until the connection fails.
@@ -318,14 +327,28 @@ func Follow(ctx context.Context, s *Stream, conn io.ReadWriter) error {
 	if !s.isReplica() {
 		return ErrNotReplica
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	if closer, ok := conn.(io.Closer); ok {
-		defer context.AfterFunc(ctx, func() { closer.Close() })()
+		context.AfterFunc(ctx, func() { closer.Close() }) // on return at the latest (cancel)
 	}
+	go func() {
+		// The stream closing ends the exchange too.
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := follow(ctx, s, conn)
-	if ctx.Err() != nil {
-		err = ctx.Err()
+	select {
+	case <-s.closed:
+		err = ErrClosed
+	default:
+	}
+	if parent.Err() != nil {
+		err = parent.Err()
 	}
 	return fmt.Errorf("osiris: %s: follow: %w", s.dir, err)
 }
