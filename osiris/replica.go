@@ -49,7 +49,8 @@ type Replication struct {
 	// Role is this member's part.
 	Role Role
 	// Member names this member; a replica sends it to the leader, which
-	// counts acknowledgements by it. At most 255 bytes.
+	// counts acknowledgements by it, so members' names differ. At most
+	// 255 bytes.
 	Member string
 	// Members is the number of members, this one included. The leader
 	// commits a chunk once Members/2+1 of them hold it; 1 commits what is

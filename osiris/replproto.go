@@ -101,8 +101,9 @@ type Hello struct {
 // AppendTo appends h as a Hello frame.
 func (h *Hello) AppendTo(dst []byte) []byte {
 	dst, start := beginFrame(dst, FrameHello)
-	dst = append(dst, byte(len(h.Member)))
-	dst = append(dst, h.Member[:min(len(h.Member), MaxReferenceLen)]...)
+	m := h.Member[:min(len(h.Member), MaxReferenceLen)]
+	dst = append(dst, byte(len(m)))
+	dst = append(dst, m...)
 	dst = binary.BigEndian.AppendUint64(dst, h.History.First)
 	dst = binary.BigEndian.AppendUint64(dst, h.History.Next)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(h.History.Starts)))
