@@ -109,7 +109,13 @@
 //
 // Epochs. The leader stamps its epoch (Replication.Epoch, persisted in
 // the Config; a new leader's is greater, and Open refuses one below the
-// log's last chunk's) on every chunk. A log's epoch history, the first
+// log's last chunk's) on every chunk. As Raft does with terms, a leader
+// moves the commit offset by counting replicas only to chunks of its own
+// epoch, so a leader of a log that ends in an older epoch writes an
+// empty tracking delta chunk when it opens (it takes one offset), whose
+// commit commits the older tail: an older epoch's chunk that a majority
+// came to hold only under a later leader could otherwise be committed
+// and then replaced. A log's epoch history, the first
 // chunk id of each epoch, comes from the index records, which carry the
 // epoch (EpochHistory, a binary search per segment and epoch change). A
 // replica joining a leader sends its history and log end; the leader

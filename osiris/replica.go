@@ -3,6 +3,7 @@ package osiris
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,9 @@ type replState struct {
 		held    int64            // last chunk this member has written (and synced as the policy asks)
 		acks    map[string]int64 // leader: last chunk each replica acknowledged
 		commit  int64            // leader: last chunk a majority holds, -1 when none
+		// epochFirst is the leader's first chunk of its own epoch: the
+		// commit offset moves only to chunks from there on (see startEpoch).
+		epochFirst int64
 		wake    chan struct{}    // leader: closed when commit advances
 		posted  bool             // leader: an advance request is queued for the writer
 		scratch []int64
@@ -118,6 +122,7 @@ func newReplState(rp *Replication) (*replState, error) {
 	r := &replState{role: rp.Role, member: rp.Member, quorum: rp.Members/2 + 1, syncAck: rp.SyncBeforeAck}
 	r.leaderCommit.Store(-1)
 	r.mu.held, r.mu.commit = -1, -1
+	r.mu.epochFirst = math.MaxInt64 // until the leader's epoch has begun (startEpoch)
 	r.mu.acks = map[string]int64{}
 	r.mu.wake = make(chan struct{})
 	return r, nil
@@ -178,7 +183,7 @@ func (r *replState) recomputeLocked() bool {
 		return 0
 	})
 	c := vals[r.quorum-1]
-	if c <= r.mu.commit {
+	if c <= r.mu.commit || c < r.mu.epochFirst {
 		return false
 	}
 	r.mu.commit = c
@@ -308,6 +313,42 @@ func (w *writer) openReplicated() error {
 	w.pub = commitPoint{chunk: -1}
 	w.publishWritten()
 	w.wrote()
+	return nil
+}
+
+// startEpoch begins the epoch of a leader just opened. As in Raft, a
+// leader commits by counting replicas only chunks of its own epoch; the
+// chunks before them commit with them. Otherwise a chunk of an older
+// epoch that a majority came to hold only now could be committed and
+// then lost: a member holding a newer epoch's different chunk at that
+// offset would win a later election. So a leader of a log that ends in
+// an older epoch first writes a chunk of its own, an empty tracking
+// delta (one offset), which commits the tail before it once a majority
+// holds it.
+func (w *writer) startEpoch() error {
+	cfg := w.s.cfg.Load()
+	if w.lastChunk >= 0 && w.lastEpoch < cfg.Epoch {
+		w.chunkTs = max(w.s.opts.Now().UnixMilli(), w.lastTs)
+		w.writeDelta(cfg)
+		w.commit(cfg, true)
+		if w.werr != nil {
+			return w.werr
+		}
+	}
+	first := int64(w.next) // no chunk of this epoch yet: the next is the first
+	if w.lastChunk >= 0 && w.lastEpoch == cfg.Epoch {
+		h, err := w.epochHistory()
+		if err != nil {
+			return err
+		}
+		first = int64(h.Starts[len(h.Starts)-1].First)
+	}
+	r := w.s.repl
+	r.mu.Lock()
+	r.mu.epochFirst = first
+	r.recomputeLocked()
+	r.mu.Unlock()
+	w.advance()
 	return nil
 }
 

@@ -591,3 +591,48 @@ func TestReplicationPeerGone(t *testing.T) {
 		t.Fatalf("Submit on a replica: %v", err)
 	}
 }
+
+// Ensure a new leader commits the older epoch's tail of its log only
+// with a chunk of its own epoch, once a majority holds that chunk (as
+// Raft commits only its own term's entries by counting).
+func TestReplicationCommitOwnEpoch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "l")
+	l := openMember(t, dir, 8<<10, leaderOf(3, 1))
+	for i := range 10 {
+		if err := l.Submit(&Batch{Messages: []Message{msg(fmt.Sprint(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	old := l.Stats().LastChunkID
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = openMember(t, dir, 8<<10, leaderOf(3, 2))
+	st := l.Stats()
+	if st.LastChunkID <= old || st.CommittedChunkID != -1 {
+		t.Fatalf("reopened leader: written %d, committed %d; want its epoch's first chunk after %d, nothing committed", st.LastChunkID, st.CommittedChunkID, old)
+	}
+	h, err := l.EpochHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochStart{{1, 0}, {2, uint64(st.LastChunkID)}}; !slices.Equal(h.Starts, want) {
+		t.Fatalf("epoch history %v, want %v", h.Starts, want)
+	}
+	l.Acknowledge("r1", old) // a majority holds the old epoch's chunks
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if c := l.CommittedChunkID(); c != -1 {
+		t.Fatalf("committed %d from the old epoch alone", c)
+	}
+	l.Acknowledge("r1", st.LastChunkID)
+	waitCommitted(t, l, st.LastChunkID)
+	if got := len(readAll(t, l, First(), ReaderOptions{})); got != 10 {
+		t.Fatalf("reads %d records, want 10", got)
+	}
+}

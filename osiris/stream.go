@@ -192,9 +192,15 @@ func Open(dir string, opts Options) (*Stream, error) {
 		return nil, err
 	}
 	s.w = w
-	if s.repl != nil && s.repl.role == RoleLeader && w.lastEpoch > cfg.Epoch {
-		w.close()
-		return nil, fmt.Errorf("osiris: open %s: leader epoch %d below the log's %d: %w", dir, cfg.Epoch, w.lastEpoch, ErrStaleEpoch)
+	if s.repl != nil && s.repl.role == RoleLeader {
+		if w.lastEpoch > cfg.Epoch {
+			w.close()
+			return nil, fmt.Errorf("osiris: open %s: leader epoch %d below the log's %d: %w", dir, cfg.Epoch, w.lastEpoch, ErrStaleEpoch)
+		}
+		if err := w.startEpoch(); err != nil {
+			w.close()
+			return nil, err
+		}
 	}
 	s.q.Lock()
 	s.track.mu.Lock()
