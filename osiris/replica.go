@@ -98,15 +98,15 @@ type replState struct {
 
 	mu struct {
 		sync.Mutex
-		held    int64            // last chunk this member has written (and synced as the policy asks)
-		acks    map[string]int64 // leader: last chunk each replica acknowledged
-		commit  int64            // leader: last chunk a majority holds, -1 when none
+		held   int64            // last chunk this member has written (and synced as the policy asks)
+		acks   map[string]int64 // leader: last chunk each replica acknowledged
+		commit int64            // leader: last chunk a majority holds, -1 when none
 		// epochFirst is the leader's first chunk of its own epoch: the
 		// commit offset moves only to chunks from there on (see startEpoch).
 		epochFirst int64
-		wake    chan struct{}    // leader: closed when commit advances
-		posted  bool             // leader: an advance request is queued for the writer
-		scratch []int64
+		wake       chan struct{} // leader: closed when commit advances
+		posted     bool          // leader: an advance request is queued for the writer
+		scratch    []int64
 	}
 }
 
