@@ -289,19 +289,32 @@ func TestReplicationTwoReplicas(t *testing.T) {
 func TestReplicationCommitGating(t *testing.T) {
 	root := t.TempDir()
 	leader := openMember(t, filepath.Join(root, "l"), 16<<10, leaderOf(3, 1))
-	r1 := openMember(t, filepath.Join(root, "r1"), 16<<10, replicaOf("r1", 3))
+	sync1 := replicaOf("r1", 3)
+	sync1.SyncBeforeAck = true
+	r1 := openMember(t, filepath.Join(root, "r1"), 16<<10, sync1)
 	r2 := openMember(t, filepath.Join(root, "r2"), 16<<10, replicaOf("r2", 3))
 	l1, l2 := connect(t, leader, r1, false), connect(t, leader, r2, false)
 	publish(t, leader, "p", 1, 100, 10)
+	if err := leader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	committed := leader.Stats().LastChunkID
+	for _, s := range []*Stream{leader, r1, r2} {
+		waitCommitted(t, s, committed)
+	}
 	l1.stop()
 	l2.stop()
 
-	committed := leader.CommittedChunkID()
 	rd, err := leader.NewReader(Next(), ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rd.Close()
+	rd1, err := r1.NewReader(Next(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd1.Close()
 	done := make(chan Result, 1)
 	if err := leader.Submit(&Batch{Producer: "p", Messages: []Message{{Entry: segment.AppendSimpleEntry(nil, []byte("gated")), PublishingID: 101}}, Done: func(r Result) { done <- r }}); err != nil {
 		t.Fatal(err)
@@ -342,6 +355,13 @@ func TestReplicationCommitGating(t *testing.T) {
 	}
 	if want := segment.AppendSimpleEntry(nil, []byte("gated")); !bytes.Equal(data, want) {
 		t.Fatalf("reader got %q, want %q", data, want)
+	}
+	// The replica's reader, parked at the commit, wakes too.
+	if c, err = rd1.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = c.ReadData(nil); err != nil || !bytes.Equal(data, segment.AppendSimpleEntry(nil, []byte("gated"))) {
+		t.Fatalf("replica reader got %q (%v)", data, err)
 	}
 	waitCommitted(t, r1, leader.Stats().LastChunkID)
 	checkSame(t, leader, r1)
