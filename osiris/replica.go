@@ -473,10 +473,29 @@ func (s *Stream) AppendChunks(chunks []byte) (int64, error) {
 	}
 	var last int64
 	var err error
-	if e := s.do(func() { last, err = s.w.appendChunks(chunks) }); e != nil {
+	if e := s.onWriter(func() { last, err = s.w.appendChunks(chunks) }); e != nil {
 		return -1, e
 	}
 	return last, err
+}
+
+// onWriter runs fn on the writer goroutine, starting it if need be, and
+// waits for it. Unlike do, it never runs fn on the caller's goroutine, so
+// that a replica's writer, like a leader's, goes idle after
+// Options.IdleTimeout without appends and lets go of its files.
+func (s *Stream) onWriter(fn func()) error {
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return ErrClosed
+	}
+	ch := make(chan struct{})
+	s.q.requests = append(s.q.requests, func() { fn(); close(ch) })
+	start := s.claimWriterLocked()
+	s.q.Unlock()
+	s.notify(start)
+	<-ch
+	return nil
 }
 
 // appendChunks is AppendChunks with the writer role.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/warren-mq/warren/segment"
@@ -655,4 +656,43 @@ func TestReplicationCommitOwnEpoch(t *testing.T) {
 	if got := len(readAll(t, l, First(), ReaderOptions{})); got != 10 {
 		t.Fatalf("reads %d records, want 10", got)
 	}
+}
+
+// Ensure a replica's writer, like a leader's, goes idle without appends
+// (no goroutine, no open file) and resumes with the next chunks.
+func TestReplicaIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		leader, err := Create(filepath.Join(root, "l"), Config{}, Options{RetentionInterval: -1, IdleTimeout: time.Second,
+			Replication: &Replication{Role: RoleLeader, Member: "l", Members: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer leader.Close()
+		r, err := Create(filepath.Join(root, "r"), Config{}, Options{RetentionInterval: -1, IdleTimeout: time.Second,
+			Replication: &Replication{Role: RoleReplica, Member: "r", Members: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		a, b := net.Pipe()
+		var wg sync.WaitGroup
+		wg.Go(func() { ServeReplica(ctx, leader, a) })
+		wg.Go(func() { Follow(ctx, r, b) })
+
+		publish(t, leader, "p", 1, 20, 5)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		checkIdle(t, r, "replica without appends")
+
+		publish(t, leader, "p", 21, 20, 5)
+		last := leader.Stats().LastChunkID
+		waitCommitted(t, r, last)
+		if got := len(readAll(t, r, First(), ReaderOptions{})); got != 40 {
+			t.Fatalf("replica reads %d records after resuming, want 40", got)
+		}
+		cancel()
+		wg.Wait()
+	})
 }
