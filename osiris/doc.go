@@ -141,6 +141,9 @@
 // reopened as leader deduplicates and answers offset queries as the old
 // leader did.
 //
+// A replica appends on its writer goroutine, which goes idle after
+// Options.IdleTimeout without appends as a leader's does.
+//
 // Catching up. The leader ships from its segment files whatever the
 // replica lacks, however far back, up to 256 KiB of whole chunks a frame,
 // then each write as it happens. A replica whose next chunk the leader's
