@@ -248,8 +248,10 @@ func (s Summary) Record() Record {
 	if s.TimeToFirst > 0 {
 		m["time_to_first_ms"] = ms(s.TimeToFirst)
 	}
-	if b := s.Broker; b != nil && s.Published > 0 {
+	if b := s.Broker; b != nil && (s.Published > 0 || s.Consumed > 0) {
 		m["broker_cpu_us_per_msg"] = b.CPUPerMessage.Seconds() * 1e6
+	}
+	if b := s.Broker; b != nil && s.Published > 0 {
 		if b.HaveIO {
 			m["disk_bytes_per_byte"] = b.WriteBytesPerByte
 		}
