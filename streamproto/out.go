@@ -241,23 +241,22 @@ func (q *outQueue) writeNonblocking(b []byte) (int, error) {
 	return n, werr
 }
 
-// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN.
+// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN, with
+// raw system calls (see sockio.go).
 func (q *outQueue) writeFD(fd uintptr) bool {
 	b := q.nb.b
 	for q.nb.n < len(b) {
-		m, err := unix.Write(int(fd), b[q.nb.n:])
-		if m > 0 {
-			q.nb.n += m
-		}
+		m, errno := rawRW(unix.SYS_WRITE, fd, b[q.nb.n:]) // see sockio.go
 		switch {
-		case err == unix.EINTR:
+		case errno == unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
+		case errno == unix.EAGAIN:
 			return true // the rest goes to the writer goroutine
-		case err != nil:
-			q.nb.err = err
+		case errno != 0:
+			q.nb.err = os.NewSyscallError("write", errno)
 			return true
 		}
+		q.nb.n += m
 	}
 	return true
 }
