@@ -94,6 +94,7 @@ func newOutQueue(nc net.Conn, stats *netserve.Counters) *outQueue {
 		if sc, ok := nc.(syscall.Conn); ok {
 			if raw, err := sc.SyscallConn(); err == nil {
 				q.raw = raw
+				q.w.raw = raw
 			}
 		}
 	}
@@ -404,7 +405,9 @@ const (
 // and keeps its buffers across batches.
 type outWriter struct {
 	nc      net.Conn
+	raw     syscall.RawConn    // nc's descriptor; nil: writes go through nc (TLS, tests)
 	stats   *netserve.Counters // nil: not counted
+	wv      rawWritev          // raw's writev state
 	vec     net.Buffers
 	scratch []byte // staged chunk data; kept between batches only when small
 	joined  []byte // vec in one buffer, for TLS connections
@@ -471,6 +474,8 @@ func (w *outWriter) flush() error {
 			if cap(w.joined) > scratchMax {
 				w.joined = nil
 			}
+		} else if w.raw != nil {
+			n, err = w.wv.write(w.raw, w.vec)
 		} else {
 			v := w.vec // WriteTo consumes v; w.vec keeps its backing array
 			n, err = v.WriteTo(w.nc)
@@ -508,7 +513,14 @@ func sendFile(nc net.Conn, f *os.File, pos, n int64) error {
 		for n > 0 && serr == nil {
 			werr := rc.Write(func(dst uintptr) bool {
 				for n > 0 {
-					w, err := unix.Sendfile(int(dst), int(src), &pos, int(min(n, 1<<30)))
+					k := int(min(n, sendfileMax))
+					var w int
+					var err error
+					if pagesCached(src, pos, k) {
+						w, err = rawSendfile(dst, src, &pos, k)
+					} else {
+						w, err = unix.Sendfile(int(dst), int(src), &pos, k)
+					}
 					if w > 0 {
 						n -= int64(w)
 					}
