@@ -24,10 +24,19 @@ func stamp(body []byte, now time.Time, seq uint64) {
 
 // stampTime reads the send time from a body written by stamp.
 func stampTime(body []byte) (time.Time, bool) {
-	if len(body) < 8 {
+	ns, ok := stampNanos(body)
+	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(body[0:8]))), true
+	return time.Unix(0, ns), true
+}
+
+// stampNanos is stampTime in Unix nanoseconds.
+func stampNanos(body []byte) (int64, bool) {
+	if len(body) < 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(body[0:8])), true
 }
 
 // Stats are the live counters of a run, shared by its producers and
