@@ -61,12 +61,17 @@ if [[ $SHORT -eq 1 ]]; then
 	PAIRS=1
 	TARGETS=${TARGETS:-warren}
 	STREAM_N=20000 LEAN_STREAM_N=20000 AMQP_N=2000 FANOUT_N=500 LAT_DUR=1s LAT_RATE=2000
+	REPLAY_N=20000 LEAN_REPLAY_N=20000
 	IDLE_QUEUES="100 500" BACKLOG_N=5000 BIG_N=20000 SEGMENT=100000
 else
 	TARGETS=${TARGETS:-warren,rabbitmq,nats}
 	# The lean stream client publishes and replays several million msgs/s:
 	# 5x the messages keep its runs over a second, not a scheduler tick.
 	STREAM_N=1000000 LEAN_STREAM_N=5000000 AMQP_N=100000 FANOUT_N=10000 LAT_DUR=15s LAT_RATE=10000
+	# Replays read a stream filled once per target (see stream-replay):
+	# a few seconds each, so that what the broker spends is well above
+	# the noise of a shared machine.
+	REPLAY_N=3000000 LEAN_REPLAY_N=20000000
 	IDLE_QUEUES="1000 10000" BACKLOG_N=${WARREN_BENCH_BACKLOG:-1000000} BIG_N=3000000 SEGMENT=5000000
 fi
 
@@ -284,19 +289,53 @@ if want idle-rss; then
 	done
 fi
 
+# stream_client TARGET CLIENT: sets mode and cl (warren-perf's mode and
+# client flags) for a stream scenario, or fails for a pair that does not
+# run (NATS runs only with its own client, in the "/go" rows).
+stream_client() {
+	mode=stream cl=(-client "$2")
+	if [[ $1 == nats ]]; then
+		[[ $2 == go ]] || return 1
+		mode=nats cl=()
+	fi
+}
+
+if want stream-replay; then
+	# The streams the replays read, filled once per target and client
+	# (labelled stream-replay-fill/CLIENT): the Go client's producer with
+	# one batch of 100 messages of 100 bytes in flight, so every chunk is
+	# one batch, about 10 KB (what a Go application publishing batches
+	# of 100 makes; with many batches in flight the brokers merge them
+	# into larger chunks); the lean client's with its default window, so
+	# large chunks (the sendfile path).
+	for client in ${CLIENTS//,/ }; do
+		for t in $(targets_for "stream nats"); do
+			stream_client "$t" "$client" || continue
+			fill=(-count $LEAN_REPLAY_N)
+			[[ $client == lean ]] || fill=(-count $REPLAY_N)
+			[[ $client == go && $mode == stream ]] && fill+=(-batch 100 -confirm 100)
+			perf "stream-replay-fill/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 0 -size 100 "${fill[@]}" \
+				-stream "perf-replay-$client" -keep
+		done
+	done
+fi
+
 for ((pair = 1; pair <= PAIRS; pair++)); do
 	log "pair $pair of $PAIRS"
 	for client in ${CLIENTS//,/ }; do
 		for t in $(targets_for "stream nats"); do
-			mode=stream cl=(-client "$client") batch=(-batch 10) n=$STREAM_N
+			stream_client "$t" "$client" || continue
+			batch=(-batch 10) n=$STREAM_N
 			[[ $client == lean ]] && n=$LEAN_STREAM_N
-			if [[ $t == nats ]]; then
-				[[ $client == go ]] || continue
-				mode=nats cl=() batch=()
-			fi
-			if want stream-publish || want stream-replay; then
+			[[ $mode == nats ]] && batch=()
+			if want stream-publish; then
 				perf "stream-publish/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 0 -size 100 -count $n -stream perf-pub -keep
-				want stream-replay && perf "stream-replay/$client" "$t" $mode "${cl[@]}" -producers 0 -consumers 1 -count $n -stream perf-pub -recreate=false
+			fi
+			if want stream-replay; then
+				n=$REPLAY_N
+				[[ $client == lean ]] && n=$LEAN_REPLAY_N
+				perf "stream-replay/$client" "$t" $mode "${cl[@]}" -producers 0 -consumers 1 -count $n \
+					-stream "perf-replay-$client" -recreate=false
 			fi
 			if want stream-latency; then
 				perf "stream-latency/$client" "$t" $mode "${cl[@]}" -producers 1 -consumers 1 -size 100 -rate $LAT_RATE -duration $LAT_DUR "${batch[@]}" -stream perf-lat
@@ -306,8 +345,8 @@ for ((pair = 1; pair <= PAIRS; pair++)); do
 			# The machine's ceiling for that replay: the same bytes (about
 			# 109 per 100 B message on disk) by sendfile over loopback to a
 			# reader that only counts them, as the target "loopback".
-			log "stream-replay/$client on loopback: loopceiling -messages $LEAN_STREAM_N"
-			"$OUT/bin/loopceiling" -json -runs 1 -messages $LEAN_STREAM_N -bytes $((LEAN_STREAM_N * 109)) \
+			log "stream-replay/$client on loopback: loopceiling -messages $LEAN_REPLAY_N"
+			"$OUT/bin/loopceiling" -json -runs 1 -messages $LEAN_REPLAY_N -bytes $((LEAN_REPLAY_N * 109)) \
 				-label "scenario=stream-replay/$client" >>"$RESULTS" || log "loopceiling FAILED"
 		fi
 		for t in $(targets_for amqp); do

@@ -7,8 +7,12 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
 
 	"github.com/warren-mq/warren/segment"
+	"golang.org/x/sys/unix"
 )
 
 // SpecKind says where a reader starts.
@@ -129,6 +133,7 @@ type Reader struct {
 	raPos int64
 	raSeg *segment.Segment
 	raBig bool
+	nw    noWaitRead // fill's first try
 }
 
 // readAhead is the most a reader reads at once; chunks whose header,
@@ -338,12 +343,78 @@ func (r *Reader) fill(n int64) error {
 	}
 	r.ra = r.ra[:n]
 	r.raSeg, r.raPos = nil, r.pos
-	if err := r.seg.ReadAt(r.ra, r.pos); err != nil {
-		r.ra = r.ra[:0]
-		return err
+	if !r.nw.read(r.seg, r.ra, r.pos) {
+		if err := r.seg.ReadAt(r.ra, r.pos); err != nil {
+			r.ra = r.ra[:0]
+			return err
+		}
 	}
 	r.raSeg = r.seg
 	return nil
+}
+
+// noWaitRead reads a segment's bytes that are in the page cache with a
+// raw preadv2(RWF_NOWAIT) system call, which fails rather than wait for
+// the disk. A raw call skips the Go scheduler's system call bookkeeping:
+// a reader woken from idle (a stream consumer's credit after a pause)
+// whose read-ahead is an ordinary pread wakes the runtime's sysmon
+// thread, which costs more than the read. Bytes not all cached, or a
+// kernel without RWF_NOWAIT, leave the read to Segment.ReadAt. It keeps
+// its state between reads so that a read allocates nothing.
+type noWaitRead struct {
+	seg *segment.Segment
+	raw syscall.RawConn  // seg's file's; nil: none
+	fn  func(fd uintptr) // nw.pread, made once
+	b   []byte
+	off int64
+	ok  bool
+}
+
+// noWaitUnsupported is set once preadv2 or RWF_NOWAIT turns out to be
+// missing (ENOSYS, EOPNOTSUPP, EINVAL): no reader tries again.
+var noWaitUnsupported atomic.Bool
+
+// read fills b from seg at off if the page cache holds all of it, and
+// reports whether it did.
+func (nw *noWaitRead) read(seg *segment.Segment, b []byte, off int64) bool {
+	if noWaitUnsupported.Load() || len(b) == 0 {
+		return false
+	}
+	if nw.seg != seg {
+		nw.seg, nw.raw = seg, nil
+		if f := seg.File(); f != nil {
+			if raw, err := f.SyscallConn(); err == nil {
+				nw.raw = raw
+			}
+		}
+	}
+	if nw.raw == nil {
+		return false
+	}
+	if nw.fn == nil {
+		nw.fn = nw.pread
+	}
+	nw.b, nw.off, nw.ok = b, off, false
+	err := nw.raw.Control(nw.fn) // holds the file open during the call
+	nw.b = nil
+	return err == nil && nw.ok
+}
+
+// pread is nw.fn.
+func (nw *noWaitRead) pread(fd uintptr) {
+	iov := unix.Iovec{Base: unsafe.SliceData(nw.b)}
+	iov.SetLen(len(nw.b))
+	// preadv2's position comes in two longs, low and high, as
+	// x/sys/unix's Preadv2 passes it.
+	const longBits = unsafe.Sizeof(uintptr(0)) * 8
+	lo, hi := uintptr(nw.off), uintptr(uint64(nw.off)>>(longBits-1)>>1)
+	n, _, errno := unix.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, lo, hi, unix.RWF_NOWAIT)
+	switch errno {
+	case 0:
+		nw.ok = int(n) == len(nw.b)
+	case unix.ENOSYS, unix.EOPNOTSUPP, unix.EINVAL:
+		noWaitUnsupported.Store(true)
+	}
 }
 
 // raPool holds read-ahead buffers of readers that parked.

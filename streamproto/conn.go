@@ -114,7 +114,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		credit:      flow.New(s.publishCredit),
 	}
 	c.out = newOutQueue(nc, &c.stats)
-	c.br = bufio.NewReaderSize(c.stats.Reader(nc), 64<<10)
+	c.br = bufio.NewReaderSize(c.stats.Reader(newSockReader(nc)), 64<<10)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.publishers = map[uint8]*publisher{}
 	c.mu.subs = map[uint8]*subscription{}

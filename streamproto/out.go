@@ -94,6 +94,7 @@ func newOutQueue(nc net.Conn, stats *netserve.Counters) *outQueue {
 		if sc, ok := nc.(syscall.Conn); ok {
 			if raw, err := sc.SyscallConn(); err == nil {
 				q.raw = raw
+				q.w.raw = raw
 			}
 		}
 	}
@@ -241,23 +242,22 @@ func (q *outQueue) writeNonblocking(b []byte) (int, error) {
 	return n, werr
 }
 
-// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN.
+// writeFD is q.nb.fn: it writes q.nb.b to fd until done or EAGAIN, with
+// raw system calls (see sockio.go).
 func (q *outQueue) writeFD(fd uintptr) bool {
 	b := q.nb.b
 	for q.nb.n < len(b) {
-		m, err := unix.Write(int(fd), b[q.nb.n:])
-		if m > 0 {
-			q.nb.n += m
-		}
+		m, errno := rawRW(unix.SYS_WRITE, fd, b[q.nb.n:]) // see sockio.go
 		switch {
-		case err == unix.EINTR:
+		case errno == unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
+		case errno == unix.EAGAIN:
 			return true // the rest goes to the writer goroutine
-		case err != nil:
-			q.nb.err = err
+		case errno != 0:
+			q.nb.err = os.NewSyscallError("write", errno)
 			return true
 		}
+		q.nb.n += m
 	}
 	return true
 }
@@ -405,7 +405,9 @@ const (
 // and keeps its buffers across batches.
 type outWriter struct {
 	nc      net.Conn
+	raw     syscall.RawConn    // nc's descriptor; nil: writes go through nc (TLS, tests)
 	stats   *netserve.Counters // nil: not counted
+	wv      rawWritev          // raw's writev state
 	vec     net.Buffers
 	scratch []byte // staged chunk data; kept between batches only when small
 	joined  []byte // vec in one buffer, for TLS connections
@@ -472,6 +474,8 @@ func (w *outWriter) flush() error {
 			if cap(w.joined) > scratchMax {
 				w.joined = nil
 			}
+		} else if w.raw != nil {
+			n, err = w.wv.write(w.raw, w.vec)
 		} else {
 			v := w.vec // WriteTo consumes v; w.vec keeps its backing array
 			n, err = v.WriteTo(w.nc)
@@ -509,7 +513,14 @@ func sendFile(nc net.Conn, f *os.File, pos, n int64) error {
 		for n > 0 && serr == nil {
 			werr := rc.Write(func(dst uintptr) bool {
 				for n > 0 {
-					w, err := unix.Sendfile(int(dst), int(src), &pos, int(min(n, 1<<30)))
+					k := int(min(n, sendfileMax))
+					var w int
+					var err error
+					if pagesCached(src, pos, k) {
+						w, err = rawSendfile(dst, src, &pos, k)
+					} else {
+						w, err = unix.Sendfile(int(dst), int(src), &pos, k)
+					}
 					if w > 0 {
 						n -= int64(w)
 					}

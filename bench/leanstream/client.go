@@ -424,7 +424,7 @@ func (c *Client) readLoop() {
 				buf = make([]byte, n, max(int(n), 2*cap(buf)))
 			}
 			buf = buf[:n]
-			if _, err := io.ReadFull(r, buf); err != nil {
+			if err := readFrameBody(r, c.conn, buf); err != nil {
 				return err
 			}
 			if err := c.dispatch(buf); err != nil {
@@ -445,6 +445,27 @@ func (c *Client) readLoop() {
 	c.mu.Unlock()
 	close(c.done)
 	_ = c.conn.Close()
+}
+
+// directRead is the part of a frame past which readFrameBody reads straight
+// from the connection.
+const directRead = 64 << 10
+
+// readFrameBody fills frame from r, which buffers conn. A large frame (a
+// replay's chunk) takes what r holds and reads the rest straight from
+// conn, rather than through r's buffer and a copy out of it, which cost
+// the client a copy of every byte of a replay.
+func readFrameBody(r *bufio.Reader, conn io.Reader, frame []byte) error {
+	if len(frame)-r.Buffered() < directRead {
+		_, err := io.ReadFull(r, frame)
+		return err
+	}
+	k, err := io.ReadFull(r, frame[:r.Buffered()])
+	if err != nil {
+		return err
+	}
+	_, err = io.ReadFull(conn, frame[k:])
+	return err
 }
 
 // dispatch handles one frame. An error ends the connection.

@@ -1,8 +1,11 @@
 package leanstream
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -346,4 +349,31 @@ func TestInteropWithGoClient(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Ensure readFrameBody reads small frames through the buffer and large
+// ones partly straight from the connection, leaving the stream in step.
+func TestReadFrameBody(t *testing.T) {
+	var src []byte
+	sizes := []int{10, 3 * directRead, 100, directRead + 1, 7}
+	for i, n := range sizes {
+		src = append(src, bytes.Repeat([]byte{byte('a' + i)}, n)...)
+	}
+	conn := bytes.NewReader(src)
+	r := bufio.NewReaderSize(conn, 4096)
+	if _, err := r.Peek(1000); err != nil { // something buffered, as after a frame header
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		frame := make([]byte, n)
+		if err := readFrameBody(r, conn, frame); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if want := bytes.Repeat([]byte{byte('a' + i)}, n); !bytes.Equal(frame, want) {
+			t.Fatalf("frame %d of %d bytes: wrong bytes", i, n)
+		}
+	}
+	if err := readFrameBody(r, conn, make([]byte, 1)); err != io.EOF {
+		t.Errorf("read past the end: %v, want io.EOF", err)
+	}
 }

@@ -7,11 +7,13 @@ import (
 )
 
 // BrokerUsage is what the broker process spent during a run, from
-// /proc/PID/stat and /proc/PID/io (see readProc).
+// /proc/PID/task/*/schedstat, /proc/PID/stat and /proc/PID/io (see readProc).
 type BrokerUsage struct {
-	PID           int           `json:"pid"`
-	CPU           time.Duration `json:"cpu_ns"`
-	CPUPerMessage time.Duration `json:"cpu_per_msg_ns"` // per published message
+	PID int           `json:"pid"`
+	CPU time.Duration `json:"cpu_ns"`
+	// CPUPerMessage is CPU per published message, or per consumed
+	// message in a consume-only run (a replay).
+	CPUPerMessage time.Duration `json:"cpu_per_msg_ns"`
 	WriteBytes    int64         `json:"write_bytes"`
 	// WriteBytesPerByte is WriteBytes per published body byte (for a
 	// fan-out, all queues' copies against one published byte).
@@ -54,8 +56,9 @@ func startProbe(pid int) (*brokerProbe, error) {
 }
 
 // finish samples again and returns the usage for published messages of
-// size bytes, or nil when the process can no longer be read.
-func (p *brokerProbe) finish(published int64, size int) *BrokerUsage {
+// size bytes (consumed ones when none were published), or nil when the
+// process can no longer be read.
+func (p *brokerProbe) finish(published, consumed int64, size int) *BrokerUsage {
 	if p == nil {
 		return nil
 	}
@@ -64,8 +67,11 @@ func (p *brokerProbe) finish(published int64, size int) *BrokerUsage {
 		return nil
 	}
 	u := &BrokerUsage{PID: p.pid, CPU: after.CPU - p.before.CPU}
-	if published > 0 {
+	switch {
+	case published > 0:
 		u.CPUPerMessage = u.CPU / time.Duration(published)
+	case consumed > 0:
+		u.CPUPerMessage = u.CPU / time.Duration(consumed)
 	}
 	if p.before.HaveIO && after.HaveIO {
 		u.HaveIO = true

@@ -140,7 +140,7 @@ func finishSummary(st *Stats, sum *Summary, c Common, size int, probe *brokerPro
 		sum.PublishRate = rate(sum.Published, sum.Elapsed)
 	}
 	defer func() { sum.Metrics = sum.Record().Metrics }()
-	sum.Broker = probe.finish(sum.Published, size)
+	sum.Broker = probe.finish(sum.Published, sum.Consumed, size)
 	if !sum.FirstConsume.IsZero() {
 		t0 := c.T0
 		if t0.IsZero() {

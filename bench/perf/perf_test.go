@@ -38,6 +38,28 @@ func TestHistogramBuckets(t *testing.T) {
 }
 
 // Ensure quantiles are within the bucket precision of the exact ones.
+// Ensure latencyRun records the same counts as Record, per bucket.
+func TestLatencyRun(t *testing.T) {
+	var want, got Histogram
+	run := latencyRun{h: &got}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 10_000 {
+		d := time.Duration(r.IntN(5)) * time.Millisecond // runs of equal buckets, and changes
+		if i%100 < 50 {
+			d = 3 * time.Millisecond
+		}
+		want.Record(d)
+		run.record(int64(d))
+		if i%333 == 0 {
+			run.flush()
+		}
+	}
+	run.flush()
+	if w, g := want.Snapshot(), got.Snapshot(); *w != *g {
+		t.Errorf("latencyRun counts %d in all, Record %d; the buckets differ", g.Count(), w.Count())
+	}
+}
+
 func TestHistogramQuantiles(t *testing.T) {
 	var h Histogram
 	r := rand.New(rand.NewPCG(1, 2))

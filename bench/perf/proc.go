@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"time"
@@ -15,7 +16,9 @@ const userHZ = 100
 
 // procSample is a process's CPU time and storage writes at one moment.
 type procSample struct {
-	// CPU is utime+stime from /proc/PID/stat (all threads).
+	// CPU is the time the process's threads ran: the sum over
+	// /proc/PID/task/*/schedstat (nanoseconds), or, where that cannot be
+	// read, utime+stime from /proc/PID/stat (10 ms ticks).
 	CPU time.Duration
 	// WriteBytes is write_bytes from /proc/PID/io: bytes the process caused
 	// to be sent to the storage layer (counted when pages are dirtied).
@@ -36,6 +39,9 @@ func readProc(pid int) (procSample, error) {
 	}
 	if s.CPU, err = parseStatCPU(stat); err != nil {
 		return s, fmt.Errorf("perf: /proc/%d/stat: %w", pid, err)
+	}
+	if cpu, ok := threadsCPU(pid); ok {
+		s.CPU = cpu
 	}
 	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
 		if wb, err := parseIOWriteBytes(io); err == nil {
@@ -67,6 +73,50 @@ func parseStatCPU(stat []byte) (time.Duration, error) {
 		return 0, fmt.Errorf("stime: %w", err)
 	}
 	return time.Duration(utime+stime) * time.Second / userHZ, nil
+}
+
+// threadsCPU sums the run time of pid's threads from
+// /proc/PID/task/*/schedstat, whose first field is nanoseconds on the
+// CPU. utime+stime in /proc/PID/stat come in 10 ms ticks, which a run of
+// a second or two of a broker's CPU cannot afford. Threads that exited
+// are not in the sum (stat counts them), so a run must not span thread
+// exits: Go's and the BEAM's threads live as long as the process. ok is
+// false when the threads cannot be read.
+func threadsCPU(pid int) (cpu time.Duration, ok bool) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the thread exited meanwhile
+			}
+			return 0, false
+		}
+		ns, err := parseSchedstat(b)
+		if err != nil {
+			return 0, false
+		}
+		cpu += ns
+	}
+	return cpu, true
+}
+
+// parseSchedstat returns the first field of a schedstat file: the time
+// on the CPU in nanoseconds.
+func parseSchedstat(b []byte) (time.Duration, error) {
+	f := bytes.Fields(b)
+	if len(f) < 3 {
+		return 0, fmt.Errorf("schedstat %q: want 3 fields", b)
+	}
+	ns, err := strconv.ParseUint(string(f[0]), 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("schedstat: %w", err)
+	}
+	return time.Duration(ns), nil
 }
 
 // parseIOWriteBytes returns write_bytes from the contents of /proc/PID/io.

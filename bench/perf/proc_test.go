@@ -19,6 +19,12 @@ func TestProcParsing(t *testing.T) {
 	if wb, err := parseIOWriteBytes(io); err != nil || wb != 8192 {
 		t.Errorf("parseIOWriteBytes = %d, %v", wb, err)
 	}
+	if ns, err := parseSchedstat([]byte("221639909 13688066 516\n")); err != nil || ns != 221639909 {
+		t.Errorf("parseSchedstat = %v, %v; want 221639909ns", ns, err)
+	}
+	if _, err := parseSchedstat([]byte("12\n")); err == nil {
+		t.Error("short schedstat parsed")
+	}
 	s, err := readProc(os.Getpid())
 	if err != nil {
 		t.Fatalf("readProc(self): %v", err)

@@ -24,10 +24,19 @@ func stamp(body []byte, now time.Time, seq uint64) {
 
 // stampTime reads the send time from a body written by stamp.
 func stampTime(body []byte) (time.Time, bool) {
-	if len(body) < 8 {
+	ns, ok := stampNanos(body)
+	if !ok {
 		return time.Time{}, false
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(body[0:8]))), true
+	return time.Unix(0, ns), true
+}
+
+// stampNanos is stampTime in Unix nanoseconds.
+func stampNanos(body []byte) (int64, bool) {
+	if len(body) < 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(body[0:8])), true
 }
 
 // Stats are the live counters of a run, shared by its producers and
@@ -248,8 +257,10 @@ func (s Summary) Record() Record {
 	if s.TimeToFirst > 0 {
 		m["time_to_first_ms"] = ms(s.TimeToFirst)
 	}
-	if b := s.Broker; b != nil && s.Published > 0 {
+	if b := s.Broker; b != nil && (s.Published > 0 || s.Consumed > 0) {
 		m["broker_cpu_us_per_msg"] = b.CPUPerMessage.Seconds() * 1e6
+	}
+	if b := s.Broker; b != nil && s.Published > 0 {
 		if b.HaveIO {
 			m["disk_bytes_per_byte"] = b.WriteBytesPerByte
 		}

@@ -332,8 +332,9 @@ func newStreamProducer(env *stream.Environment, cfg StreamConfig, st *Stats, id 
 	}
 	opts := stream.NewProducerOptions().SetClientProvidedName(name).
 		// The client's own unconfirmed limit stays above the window, so
-		// BatchSend never blocks inside the client.
-		SetQueueSize(cfg.ConfirmWindow + cfg.BatchSize)
+		// BatchSend never blocks inside the client (and at or above the
+		// 500 the client accepts at least).
+		SetQueueSize(max(cfg.ConfirmWindow+cfg.BatchSize, 500))
 	if cfg.SubEntrySize > 1 {
 		comp, _ := ParseCompression(cfg.Compression)
 		opts.SetSubEntrySize(cfg.SubEntrySize).SetCompression(comp)

@@ -55,8 +55,10 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 		limit = int64(cfg.Count)
 	}
 	var mine int64 // only the connection's reader goroutine runs the handler
+	lat := latencyRun{h: &st.Latency}
 	handler := func(ch *leanstream.Chunk) {
 		now := time.Now()
+		nowNs := now.UnixNano()
 		n, bytes := 0, 0
 		it := ch.Messages()
 		for it.Next() {
@@ -67,8 +69,11 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 			}
 			data, _ := leanstream.DataBody(it.Message())
 			n, bytes = n+1, bytes+len(data)
-			st.deliveryLatency(data, now)
+			if sent, ok := stampNanos(data); ok { // as deliveryLatency, one add per run
+				lat.record(nowNs - sent)
+			}
 		}
+		lat.flush()
 		st.consumedBatch(n, bytes, now)
 		if it.Err() != nil {
 			// Records after the error are lost; the run then ends
