@@ -126,6 +126,10 @@ type Options struct {
 	// writes each group of batches; it may block, holding the writer.
 	// Tests use it to stand in for a slow disk; nil in production.
 	BeforeCycle func()
+	// Replication makes the stream a member of a replicated stream (see
+	// Replication); nil, the default, is a single-node stream, which
+	// commits what it writes.
+	Replication *Replication
 }
 
 func (o Options) withDefaults() Options {

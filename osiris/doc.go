@@ -76,6 +76,81 @@
 // until the writer publishes more. It hands out the file and position of
 // each chunk so the protocol layer can send the data with sendfile.
 //
+// # Replication
+//
+// A stream opened with Options.Replication is a member of a replicated
+// stream, as in RabbitMQ's Osiris: one leader writes, replicas pull its
+// chunks and append them verbatim, and readers everywhere read only
+// what a majority holds. Everything is transport-independent: the leader
+// serves each replica with ServeReplica and a replica follows with
+// Follow, over a connection the caller provides (see replnet.go for the
+// exchange and replproto.go for the frames); AppendChunks, SetCommit,
+// Acknowledge, EpochHistory, TruncateTail and ResetTo are the same steps
+// for another transport. A stream opened without Replication is a
+// single node and takes none of these paths: it commits what it writes.
+//
+// Commit offset. The leader's commit offset is the last chunk held by
+// Replication.Members/2+1 members, itself included (it counts its own
+// chunks once written, and synced under FsyncAlways; replicas say what
+// they hold with Ack frames). A replica's is the leader's (sent with
+// every Chunks frame, and alone when only it moved) as far as the
+// replica holds it. Readers never pass the commit offset: the writer
+// publishes to readers (the published tail) only the commit points
+// (ends of its writes) that the commit offset covers, and a segment it
+// rolled away from stays unsealed until the commit passes it, so the
+// reader code is unchanged. Batch.Done is called once the commit covers
+// the batch's chunks; Close fails the batches still waiting. After Open
+// nothing is committed until the commit offset reaches the end of the
+// log the member opened with (the commit is not persisted); to know the
+// extents of its older segments without sealing them, Open of a
+// replicated stream opens each segment once. Stats, FirstSegmentBase
+// and CommittedChunkID describe the committed log; Stats.LastChunkID
+// the written one.
+//
+// Epochs. The leader stamps its epoch (Replication.Epoch, persisted in
+// the Config; a new leader's is greater, and Open refuses one below the
+// log's last chunk's) on every chunk. As Raft does with terms, a leader
+// moves the commit offset by counting replicas only to chunks of its own
+// epoch, so a leader of a log that ends in an older epoch writes an
+// empty tracking delta chunk when it opens (it takes one offset), whose
+// commit commits the older tail: an older epoch's chunk that a majority
+// came to hold only under a later leader could otherwise be committed
+// and then replaced. A log's epoch history, the first
+// chunk id of each epoch, comes from the index records, which carry the
+// epoch (EpochHistory, a binary search per segment and epoch change). A
+// replica joining a leader sends its history and log end; the leader
+// finds the last offset both logs share (FollowPoint: the newest epoch
+// both hold, up to where the shorter run of it ends) and the replica
+// truncates to there (TruncateTail), replaying its tracking from what is
+// left. When they share nothing, or the leader's retention has deleted
+// what the replica would need next, the replica empties its log and
+// starts again at the leader's first offset (ResetTo), as Osiris does;
+// the leader's first segment starts with a tracking snapshot, so the
+// replica's tracking is whole again.
+//
+// Replica segments. A replica writes nothing of its own, so its chunks,
+// offsets and epochs are the leader's, byte for byte. It rolls at its own
+// size limits, but only in front of a tracking snapshot chunk (the first
+// chunk of each of the leader's segments while there is tracking) or
+// while there is no tracking, so that each of its segments, like each of
+// the leader's, starts with a snapshot or began with no tracking:
+// retention never loses tracking and Open replays only the last segment.
+// Its segments are therefore at least the leader's size when there is
+// tracking, and need not line up with the leader's. Its tracking follows
+// the chunks it appends (trailers, deltas, snapshots), so a replica
+// reopened as leader deduplicates and answers offset queries as the old
+// leader did.
+//
+// A replica appends on its writer goroutine, which goes idle after
+// Options.IdleTimeout without appends as a leader's does.
+//
+// Catching up. The leader ships from its segment files whatever the
+// replica lacks, however far back, up to 256 KiB of whole chunks a frame,
+// then each write as it happens. A replica whose next chunk the leader's
+// retention deleted while it was being served loses the connection and
+// is reset at its next Hello. Retention on a member deletes only
+// committed segments.
+//
 // # Retention
 //
 // Whole segments are deleted, oldest first, never the active one: by total

@@ -27,9 +27,19 @@ func (w *writer) enforceRetention() error {
 // the segments that are kept. Removing first let a reader starved of CPU
 // find the removed segment in every tail it looked at, and fail.
 func (w *writer) dropOldest(drop int) error {
+	if w.s.repl != nil {
+		// Only what is committed (and so sealed) goes.
+		drop = min(drop, w.committedSegs()-1)
+		if drop <= 0 {
+			return nil
+		}
+	}
 	removed := w.segs[:drop]
 	w.segs = append([]*segRef(nil), w.segs[drop:]...)
 	w.publish()
+	if w.s.repl != nil {
+		w.publishWritten()
+	}
 	var errs []error
 	for _, r := range removed {
 		if w.s.removeHook != nil {

@@ -29,6 +29,12 @@ type segRef struct {
 		final    segment.Tail     // extent of a sealed segment
 		lastTs   int64            // timestamp of the newest chunk, when lastTsOK
 		lastTsOK bool             // lastTs is known (sealed segments only)
+		// rolled is set on a replicated stream when the writer has moved
+		// on from the segment, which may not be committed (and so not
+		// sealed) yet; rolledExt is then its complete extent, which
+		// ServeReplica ships to.
+		rolled    bool
+		rolledExt segment.Tail
 	}
 }
 
@@ -180,4 +186,31 @@ func (r *segRef) hold() error {
 	}
 	r.mu.refs++
 	return nil
+}
+
+// setRolled records that the writer of a replicated stream has moved on
+// from the segment, whose complete extent is t.
+func (r *segRef) setRolled(t segment.Tail) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.rolled, r.mu.rolledExt = true, t
+}
+
+// unroll makes a rolled segment that is not sealed the active one again
+// (a replica truncating its log back into it).
+func (r *segRef) unroll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.rolled, r.mu.rolledExt = false, segment.Tail{}
+}
+
+// writtenExtent returns the complete extent of a segment the writer has
+// moved on from (sealed or rolled); ok is false for the active one.
+func (r *segRef) writtenExtent() (segment.Tail, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.sealed {
+		return r.mu.final, true
+	}
+	return r.mu.rolledExt, r.mu.rolled
 }

@@ -99,6 +99,8 @@ type Stream struct {
 	cfg   atomic.Pointer[Config] // current config; replaced by SetRetention
 	tail  atomic.Pointer[tail]   // last published tail
 	track *tracking
+	repl  *replState              // nil for a single-node stream; static after open
+	wtail atomic.Pointer[written] // replicated: the written log, for ServeReplica
 
 	q struct {
 		sync.Mutex
@@ -170,12 +172,36 @@ func Open(dir string, opts Options) (*Stream, error) {
 		signal: make(chan struct{}, 1),
 		closed: make(chan struct{}),
 	}
+	if rp := s.opts.Replication; rp != nil {
+		if s.repl, err = newReplState(rp); err != nil {
+			return nil, err
+		}
+		if rp.Role == RoleLeader && rp.Epoch != 0 && rp.Epoch != cfg.Epoch {
+			if rp.Epoch < cfg.Epoch {
+				return nil, fmt.Errorf("osiris: open %s: leader epoch %d below the stream's %d: %w", dir, rp.Epoch, cfg.Epoch, ErrStaleEpoch)
+			}
+			cfg.Epoch = rp.Epoch
+			if err := writeConfig(dir, cfg); err != nil {
+				return nil, err
+			}
+		}
+	}
 	s.cfg.Store(&cfg)
 	w, err := openWriter(s)
 	if err != nil {
 		return nil, err
 	}
 	s.w = w
+	if s.repl != nil && s.repl.role == RoleLeader {
+		if w.lastEpoch > cfg.Epoch {
+			w.close()
+			return nil, fmt.Errorf("osiris: open %s: leader epoch %d below the log's %d: %w", dir, cfg.Epoch, w.lastEpoch, ErrStaleEpoch)
+		}
+		if err := w.startEpoch(); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	s.q.Lock()
 	s.track.mu.Lock()
 	s.q.plain = len(s.track.offsets) == 0 && len(s.track.sequences) == 0
@@ -232,6 +258,9 @@ func (s *Stream) Submit(b *Batch) error {
 	if len(b.Producer) > MaxReferenceLen {
 		return ErrReferenceTooLong
 	}
+	if s.isReplica() {
+		return ErrNotLeader
+	}
 	s.q.Lock()
 	if s.q.closed {
 		s.q.Unlock()
@@ -264,6 +293,9 @@ var ErrNotPlain = errors.New("osiris: stream has tracking; record offsets are no
 func (s *Stream) SubmitCounted(b *Batch) (first uint64, err error) {
 	if b.Producer != "" {
 		return 0, ErrNotPlain
+	}
+	if s.isReplica() {
+		return 0, ErrNotLeader
 	}
 	s.q.Lock()
 	if s.q.closed {
@@ -314,6 +346,9 @@ func (s *Stream) Append(ctx context.Context, producer string, msgs ...Message) (
 func (s *Stream) StoreOffset(ref string, offset uint64) error {
 	if len(ref) > MaxReferenceLen {
 		return ErrReferenceTooLong
+	}
+	if s.isReplica() {
+		return ErrNotLeader
 	}
 	s.q.Lock()
 	if s.q.closed {
@@ -476,6 +511,9 @@ func (s *Stream) Close() error {
 		s.wg.Wait() // nobody holds the writer role from here on
 		close(s.closed)
 		w := s.w
+		if s.repl != nil {
+			w.failWaiting(ErrClosed)
+		}
 		if w.dirty && w.werr == nil {
 			w.sync()
 		}

@@ -43,6 +43,12 @@ type writer struct {
 	lastTs     int64            // timestamp of the last chunk, ms
 	lastChunk  int64            // last written chunk id, -1 when none
 	lastUser   int64            // last written user chunk id, -1 when none
+	lastEpoch  uint64           // epoch of the last chunk, 0 when none
+
+	// Replication (see replica.go); unused on a single-node stream.
+	points  []commitPoint  // ends of written chunks not yet committed, oldest first
+	waiting []waitingBatch // batches whose Done waits for the commit
+	pub     commitPoint    // what readers were last shown
 
 	buf           []byte           // chunks built and not yet written
 	hdrs          []segment.Header // headers of the chunks in buf
@@ -76,6 +82,7 @@ type sealing struct {
 	ext    segment.Tail
 	lastTs int64 // newest chunk's timestamp, when hasTs
 	hasTs  bool
+	unheld bool // the writer holds no reference to release (a replicated stream's segments found at open)
 }
 
 // openWriter recovers the stream's state from its directory.
@@ -122,7 +129,9 @@ func openWriter(s *Stream) (*writer, error) {
 				"added_index_records", rec.AddedRecords, "index_rebuilt", rec.IndexRebuilt)
 		}
 		for _, b := range bases[:len(bases)-1] {
-			w.segs = append(w.segs, newSegRef(s.dir, b, true))
+			// A replicated stream seals a segment only once the commit
+			// offset has passed it (see replica.go).
+			w.segs = append(w.segs, newSegRef(s.dir, b, s.repl == nil))
 		}
 		w.active = seg
 		w.activeRef = newActiveRef(s.dir, last, seg)
@@ -136,7 +145,7 @@ func openWriter(s *Stream) (*writer, error) {
 		w.close()
 		return nil, err
 	}
-	if w.active.Count() == 0 && w.active.Base() > 0 {
+	if w.active.Count() == 0 && w.active.Base() > 0 && !s.isReplica() {
 		// A crash tore the snapshot that starts a segment rolled to
 		// with tracking (or came before it): write it again, or
 		// retention would lose the tracking of the older segments.
@@ -154,6 +163,12 @@ func openWriter(s *Stream) (*writer, error) {
 		}
 	}
 	s.lastWritten.Store(w.lastChunk)
+	if s.repl != nil {
+		if err := w.openReplicated(); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	w.publish()
 	return w, nil
 }
@@ -188,6 +203,7 @@ func (w *writer) recoverPosition() error {
 		if w.lastChunk < 0 {
 			w.lastChunk = int64(rec.ChunkID)
 			w.lastTs = h.Timestamp
+			w.lastEpoch = h.Epoch
 			if i == len(w.segs)-1 {
 				w.next = h.NextOffset()
 				w.segHasUser = true
@@ -360,9 +376,17 @@ func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 		if w.werr != nil {
 			r = Result{Err: w.werr}
 		}
+		if w.s.repl != nil && r.Err == nil {
+			// Confirmed once the commit offset covers the cycle.
+			w.waiting = append(w.waiting, waitingBatch{b: b, r: r, need: w.next})
+			continue
+		}
 		if b.Done != nil {
 			b.Done(r)
 		}
+	}
+	if w.s.repl != nil {
+		w.releaseWaiting()
 	}
 	if w.rolledInCycle {
 		w.rolledInCycle = false
@@ -511,6 +535,7 @@ func (w *writer) addedChunk(h segment.Header) {
 	w.next = h.NextOffset()
 	w.lastTs = h.Timestamp
 	w.lastChunk = int64(h.ChunkID)
+	w.lastEpoch = h.Epoch
 	if h.Type == segment.ChunkUser {
 		w.lastUser = int64(h.ChunkID)
 	}
@@ -561,11 +586,33 @@ func (w *writer) flush() {
 	w.dirty = true
 	w.buf = w.buf[:0]
 	w.hdrs = w.hdrs[:0]
+	if w.s.repl != nil {
+		w.publishWritten()
+	}
 }
 
 // roll seals the active segment and starts a new one with a tracking
 // snapshot.
 func (w *writer) roll(cfg *Config) error {
+	if err := w.rollSegment(); err != nil {
+		return err
+	}
+	first := w.segs[0].base
+	t := w.s.track
+	t.mu.Lock()
+	body := t.appendSnapshotLocked(nil, first)
+	t.mu.Unlock()
+	if len(body) > 0 {
+		// As Osiris: a snapshot only when there is tracking, so that a
+		// stream without it has no offsets but its messages'.
+		w.writeTracking(segment.ChunkTrackingSnapshot, body)
+	}
+	return nil
+}
+
+// rollSegment syncs the active segment, books it to be sealed at the
+// next commit and starts a new empty one at the next offset.
+func (w *writer) rollSegment() error {
 	w.flush()
 	if w.werr != nil {
 		return w.werr
@@ -581,6 +628,9 @@ func (w *writer) roll(cfg *Config) error {
 		sl.lastTs, sl.hasTs = h.Timestamp, true
 	}
 	w.toSeal = append(w.toSeal, sl)
+	if w.s.repl != nil {
+		w.activeRef.setRolled(sl.ext)
+	}
 	seg, err := segment.Create(w.s.dir, w.next)
 	if err != nil {
 		w.werr = err
@@ -595,16 +645,6 @@ func (w *writer) roll(cfg *Config) error {
 	w.active, w.activeRef = seg, ref
 	w.segHasUser = false
 	w.rolledInCycle = true
-	first := w.segs[0].base
-	t := w.s.track
-	t.mu.Lock()
-	body := t.appendSnapshotLocked(nil, first)
-	t.mu.Unlock()
-	if len(body) > 0 {
-		// As Osiris: a snapshot only when there is tracking, so that a
-		// stream without it has no offsets but its messages'.
-		w.writeTracking(segment.ChunkTrackingSnapshot, body)
-	}
 	return nil
 }
 
@@ -622,6 +662,11 @@ func (w *writer) commit(cfg *Config, sync bool) {
 		if w.werr != nil {
 			return
 		}
+	}
+	if w.s.repl != nil {
+		// Readers and appenders wait for the commit offset.
+		w.wrote()
+		return
 	}
 	for _, s := range w.toSeal {
 		s.ref.seal(s.ext, s.lastTs, s.hasTs)
@@ -655,8 +700,13 @@ func (w *writer) sync() {
 	w.lastSync = w.s.opts.Now()
 }
 
-// publish makes the written state visible to readers.
+// publish makes the written state visible to readers; on a replicated
+// stream, what is committed of it.
 func (w *writer) publish() {
+	if w.s.repl != nil {
+		w.publishCommitted()
+		return
+	}
 	t := &tail{
 		segs:      w.segs,
 		active:    w.activeTail(),

@@ -332,3 +332,56 @@ func (s *Segment) ReadAt(p []byte, off int64) error {
 	}
 	return nil
 }
+
+// TruncateTo keeps the segment's first n chunks and cuts the rest from
+// both files, which it then syncs. A replica (package osiris) uses it to
+// drop the tail its log does not share with a new leader's. Writer only;
+// no reader may be positioned past the n-th chunk.
+func (s *Segment) TruncateTo(n int) error {
+	if s.werr != nil {
+		return s.werr
+	}
+	if n < 0 || n > s.count {
+		return fmt.Errorf("segment %s: truncate to %d of %d chunks", s.segPath, n, s.count)
+	}
+	if n == s.count {
+		return nil
+	}
+	rec, err := s.Record(n)
+	if err != nil {
+		return err
+	}
+	size := int64(rec.Pos)
+	var last IndexRecord
+	var lastH Header
+	if n > 0 {
+		if last, err = s.Record(n - 1); err != nil {
+			return err
+		}
+		var b [HeaderSize]byte
+		if err := s.ReadAt(b[:], int64(last.Pos)); err != nil {
+			return err
+		}
+		if lastH, err = ParseHeader(b[:]); err != nil {
+			return fmt.Errorf("segment %s: truncate: chunk at %d: %w", s.segPath, last.Pos, err)
+		}
+	}
+	// The segment file first: an index left longer by a crash between
+	// the two is cut back to the chunks on open.
+	if err := s.seg.Truncate(size); err != nil {
+		s.werr = fmt.Errorf("segment %s: truncate: %w", s.segPath, err)
+		return s.werr
+	}
+	if err := s.idx.Truncate(FileHeaderSize + int64(n)*IndexRecordSize); err != nil {
+		s.werr = fmt.Errorf("segment %s: truncate: %w", s.idxPath, err)
+		return s.werr
+	}
+	s.size, s.count, s.last, s.lastH = size, n, last, lastH
+	if n == 0 {
+		s.first = IndexRecord{}
+	}
+	if s.synced.Count > n {
+		s.synced = Tail{Size: size, Count: n}
+	}
+	return s.Sync()
+}

@@ -631,3 +631,50 @@ func TestGoldenFiles(t *testing.T) {
 	}
 	checkChunks(t, g, chunks)
 }
+
+// Ensure TruncateTo keeps exactly the first n chunks, in memory and on
+// disk, and that appends continue from there.
+func TestTruncateTo(t *testing.T) {
+	dir := t.TempDir()
+	seg, err := Create(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	var b Builder
+	var sizes []int64
+	for i := range 5 {
+		b.Begin(nil, ChunkUser, uint64(i), 0)
+		if err := b.AddEntry(AppendSimpleEntry(nil, []byte("x")), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		buf, h := b.Finish(int64(i), 1, nil)
+		if err := seg.Append(buf, []Header{h}); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, seg.Size())
+	}
+	if err := seg.TruncateTo(2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seg.Tail(), (Tail{Size: sizes[1], Count: 2}); got != want {
+		t.Fatalf("tail %+v, want %+v", got, want)
+	}
+	if rec, h, ok := seg.Last(); !ok || rec.ChunkID != 1 || h.ChunkID != 1 {
+		t.Fatalf("last %+v %+v %v, want chunk 1", rec, h, ok)
+	}
+	seg.Close()
+	seg, _, err = Recover(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seg.Tail(), (Tail{Size: sizes[1], Count: 2}); got != want {
+		t.Fatalf("reopened tail %+v, want %+v", got, want)
+	}
+	if err := seg.TruncateTo(0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seg.Tail(), (Tail{Size: FileHeaderSize, Count: 0}); got != want {
+		t.Fatalf("tail %+v, want %+v", got, want)
+	}
+}
