@@ -54,6 +54,9 @@ type Options struct {
 	// Open): Open does not create the default identity in an empty
 	// catalog; BootstrapCluster proposes it once the cluster runs.
 	Clustered bool
+	// NodeName is this node's name in the cluster (Clustered): the
+	// streams it is a member of open as their leader or a replica.
+	NodeName string
 }
 
 // Bootstrap is the identity created in an empty catalog.
@@ -105,10 +108,12 @@ type Broker struct {
 	replies      ReplyRegistry              // direct reply-to requesters (reply_to.go)
 	bodies       bodyLogs                   // the vhosts' body logs (bodies.go)
 	repl         *replication               // the cluster's catalog log; nil on a single node (replicate.go)
+	cstreams     clusterStreams             // a cluster's streams (streams_cluster.go)
 
 	mu struct {
 		sync.Mutex
 		streams  map[streamName]*osiris.Stream // open streams
+		placed   map[streamName]StreamDef      // in a cluster: every stream's placement (streams_cluster.go)
 		watchers map[int]func(vhost, name string)
 		nextW    int
 	}
@@ -146,6 +151,7 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.loopback[u] = true
 	}
 	b.mu.streams = map[streamName]*osiris.Stream{}
+	b.mu.placed = map[streamName]StreamDef{}
 	b.queues = newQueueRegistry()
 	if opts.QueueSegmentSize > 0 {
 		b.queues.segmentSize = opts.QueueSegmentSize
@@ -228,11 +234,19 @@ func (b *Broker) openStreams() error {
 		if err := unmarshal(value, &def); err != nil {
 			return err
 		}
-		s, err := osiris.Open(b.streamDir(def.ID), b.opts.StreamOptions)
+		opts, member := b.streamOptions(def)
+		if !member {
+			b.mu.placed[streamName{def.VHost, def.Name}] = def
+			return nil // another node's
+		}
+		s, err := osiris.Open(b.streamDir(def.ID), opts)
 		if err != nil {
 			return fmt.Errorf("queues: open stream %q in vhost %q: %w", def.Name, def.VHost, err)
 		}
 		b.mu.streams[streamName{def.VHost, def.Name}] = s
+		if len(def.Members) > 0 {
+			b.mu.placed[streamName{def.VHost, def.Name}] = def
+		}
 		return nil
 	})
 }
@@ -309,7 +323,9 @@ func (b *Broker) deleteVHost(name string) error {
 		return err
 	}
 	for _, n := range names {
-		if err := b.DeleteStream(name, n); err != nil && !errors.Is(err, ErrNotFound) {
+		// The apply, not DeleteStream: in a cluster this runs as a
+		// command's apply, which never proposes another.
+		if _, err := (&cmdDeleteStream{VHost: name, Name: n}).apply(b); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}
@@ -488,6 +504,9 @@ func ValidStreamName(name string) bool {
 // queue is not equivalent. The stream is a queue destination of the
 // topology (stream_queue.go).
 func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
+	if b.repl != nil {
+		return b.createStreamCluster(vhost, name, args)
+	}
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	err := b.createStreamLocked(vhost, name, args)
@@ -534,6 +553,9 @@ func (b *Broker) Stream(vhost, name string) (*osiris.Stream, error) {
 // DeleteStream deletes a stream and its data (and its bindings), then
 // tells the watchers.
 func (b *Broker) DeleteStream(vhost, name string) error {
+	if b.repl != nil {
+		return b.execErr(&cmdDeleteStream{VHost: vhost, Name: name})
+	}
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	s, watchers, err := b.deleteStreamLocked(vhost, name)

@@ -39,6 +39,11 @@ type StreamDef struct {
 	Name  string            `json:"name"`
 	ID    uint64            `json:"id"`             // directory name under streams/
 	Args  map[string]string `json:"args,omitempty"` // creation arguments as given
+	// In a cluster: the nodes holding the stream, the one that leads it
+	// and its leader's epoch (streams_cluster.go); empty on a single node.
+	Members []string `json:"members,omitempty"`
+	Leader  string   `json:"leader,omitempty"`
+	Epoch   uint64   `json:"epoch,omitempty"`
 }
 
 // catalog is the persistent model in pebble.

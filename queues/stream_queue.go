@@ -122,6 +122,18 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 	if err != nil {
 		return true, 0, err
 	}
+	if b.repl != nil {
+		// In a cluster the creation is a command, whose apply takes the
+		// registry's lock: the caller's is let go across it.
+		reg := b.queueReg()
+		reg.opMu.Unlock()
+		err := b.createStreamCluster(def.VHost, def.Name, args)
+		reg.opMu.Lock()
+		if err != nil {
+			return true, 0, streamDeclareError(def, err)
+		}
+		return true, 0, nil
+	}
 	if err := b.createStreamLocked(def.VHost, def.Name, args); err != nil {
 		return true, 0, streamDeclareError(def, err)
 	}

@@ -50,9 +50,10 @@ func (c *conn) handleDelete(r *reader) {
 	c.respond(wire.KeyDelete, corr, code)
 }
 
-// handleMetadata answers with this broker and, per stream, its leader
-// (this broker) or the reason there is none. The reply has no top-level
-// response code.
+// handleMetadata answers, per stream, its leader and replicas or the
+// reason there is none: on a single node, this broker leads every
+// stream; in a cluster, the stream's placement says which nodes, at the
+// addresses they advertised. The reply has no top-level response code.
 func (c *conn) handleMetadata(r *reader) {
 	corr := r.u32()
 	streams := r.stringArray()
@@ -60,39 +61,93 @@ func (c *conn) handleMetadata(r *reader) {
 		return
 	}
 	vhost := c.vhost()
-	codes := make([]wire.Code, len(streams))
-	for i, name := range streams {
-		switch {
-		case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) != nil &&
-			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil:
-			codes[i] = wire.CodeAccessRefused
-		default:
-			if _, err := c.srv.broker.Stream(vhost, name); err != nil {
-				codes[i] = wire.CodeStreamDoesNotExist
-			} else {
-				codes[i] = wire.CodeOK
-			}
-		}
+	type streamMeta struct {
+		code     wire.Code
+		leader   int // index into brokers, -1: none
+		replicas []int
 	}
 	host, portText := c.advertised()
 	port, _ := strconv.ParseUint(portText, 10, 16)
+	type brokerAddr struct {
+		host string
+		port uint32
+	}
+	brokers := []brokerAddr{{host, uint32(port)}}
+	index := map[string]int{} // node -> brokers index
+	if node := c.srv.broker.NodeName(); node != "" {
+		index[node] = 0
+	}
+	brokerOf := func(node string) int {
+		if i, ok := index[node]; ok {
+			return i
+		}
+		if !c.srv.broker.NodeUp(node) {
+			return -1 // RabbitMQ names only the members that run
+		}
+		a, ok := c.srv.broker.NodeStreamAddr(node)
+		if !ok {
+			return -1
+		}
+		brokers = append(brokers, brokerAddr{a.Host, uint32(a.Port)})
+		index[node] = len(brokers) - 1
+		return len(brokers) - 1
+	}
+	metas := make([]streamMeta, len(streams))
+	for i, name := range streams {
+		m := &metas[i]
+		m.leader = -1
+		switch {
+		case c.srv.broker.CheckPermission(c.user, vhost, queues.PermRead, name) != nil &&
+			c.srv.broker.CheckPermission(c.user, vhost, queues.PermWrite, name) != nil:
+			m.code = wire.CodeAccessRefused
+		default:
+			if def, ok := c.srv.broker.StreamPlacement(vhost, name); ok {
+				m.code = wire.CodeOK
+				m.leader = brokerOf(def.Leader)
+				for _, member := range def.Members {
+					if member != def.Leader {
+						if bi := brokerOf(member); bi >= 0 {
+							m.replicas = append(m.replicas, bi)
+						}
+					}
+				}
+				if m.leader < 0 {
+					m.code = wire.CodeStreamNotAvailable
+				}
+			} else if _, err := c.srv.broker.Stream(vhost, name); err != nil {
+				m.code = wire.CodeStreamDoesNotExist
+			} else {
+				m.code, m.leader = wire.CodeOK, 0
+			}
+		}
+	}
 	c.out.frame(func(b []byte) []byte {
 		b, start := wire.BeginFrame(b, wire.KeyMetadata|wire.ResponseBit, 1)
 		b = wire.AppendU32(b, corr)
-		b = wire.AppendU32(b, 1) // brokers
-		b = wire.AppendU16(b, 0)
-		b = wire.AppendString(b, host)
-		b = wire.AppendU32(b, uint32(port))
+		b = wire.AppendU32(b, uint32(len(brokers)))
+		for i, br := range brokers {
+			b = wire.AppendU16(b, uint16(i))
+			b = wire.AppendString(b, br.host)
+			b = wire.AppendU32(b, br.port)
+		}
 		b = wire.AppendU32(b, uint32(len(streams)))
 		for i, name := range streams {
+			m := metas[i]
 			b = wire.AppendString(b, name)
-			b = wire.AppendU16(b, uint16(codes[i]))
-			if codes[i] == wire.CodeOK {
-				b = wire.AppendU16(b, 0)
+			b = wire.AppendU16(b, uint16(m.code))
+			if m.code == wire.CodeOK {
+				b = wire.AppendU16(b, uint16(m.leader))
 			} else {
 				b = wire.AppendU16(b, 0xffff)
 			}
-			b = wire.AppendU32(b, 0) // no replicas
+			if m.code != wire.CodeOK {
+				b = wire.AppendU32(b, 0)
+				continue
+			}
+			b = wire.AppendU32(b, uint32(len(m.replicas)))
+			for _, r := range m.replicas {
+				b = wire.AppendU16(b, uint16(r))
+			}
 		}
 		return wire.EndFrame(b, start)
 	})

@@ -67,8 +67,11 @@ type Node struct {
 	mu        sync.Mutex
 	reachable map[string]bool
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	wg        sync.WaitGroup // stream replica pulls (streams.go)
+	stopWatch func()
 }
 
 // NodeID is the raft id of the node named name.
@@ -124,6 +127,16 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.Broker.SetReplicator(n, cfg.Name, cfg.CommandTimeout)
+	names := make([]string, 0, len(cfg.Peers))
+	for name := range cfg.Peers {
+		names = append(names, name)
+	}
+	cfg.Broker.SetClusterNodes(names)
+	cfg.Broker.SetNodeUp(func(node string) bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.reachable[node]
+	})
 	voters := make([]uint64, 0, len(n.ids))
 	for _, id := range n.ids {
 		voters = append(voters, id)
@@ -135,7 +148,8 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
+	n.ctx, n.cancel = ctx, cancel
+	n.startStreams(ctx)
 	go n.bootstrap(ctx)
 	return n, nil
 }
@@ -251,7 +265,12 @@ func (n *Node) Close() error {
 		n.cancel()
 		<-n.done
 	}
-	return errors.Join(n.host.Close(), n.net.Close())
+	if n.stopWatch != nil {
+		n.stopWatch()
+	}
+	err := errors.Join(n.host.Close(), n.net.Close())
+	n.wg.Wait()
+	return err
 }
 
 // catalogSM applies the catalog group's log to the broker.

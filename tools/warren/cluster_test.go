@@ -40,7 +40,11 @@ func TestClusterChild(t *testing.T) {
 	ready := make(chan readyAddrs, 1)
 	go func() {
 		a := <-ready
-		fmt.Printf("ready %s %s\n", a.AMQP, a.HTTP)
+		streamAddr := "-"
+		if a.Stream != nil {
+			streamAddr = a.Stream.String()
+		}
+		fmt.Printf("ready %s %s %s\n", a.AMQP, a.HTTP, streamAddr)
 	}()
 	if err := run(context.Background(), cfg, logger, ready); err != nil {
 		fmt.Printf("error %v\n", err)
@@ -53,6 +57,7 @@ type clusterNode struct {
 	name, dir, flags string
 	cmd              *exec.Cmd
 	amqp, http       string
+	stream           string // "-" when off
 	stderr           *testutil.LockedBuffer
 }
 
@@ -92,7 +97,11 @@ func (n *clusterNode) start(t *testing.T) {
 		if !ok || !strings.HasPrefix(l, "ready ") {
 			t.Fatalf("%s did not start: %q\nstderr:\n%s", n.name, l, n.stderr.String())
 		}
-		n.amqp, n.http, _ = strings.Cut(strings.TrimPrefix(l, "ready "), " ")
+		f := strings.Fields(strings.TrimPrefix(l, "ready "))
+		if len(f) != 3 {
+			t.Fatalf("%s: ready line %q", n.name, l)
+		}
+		n.amqp, n.http, n.stream = f[0], f[1], f[2]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s not ready after 30 s\nstderr:\n%s", n.name, n.stderr.String())
 	}

@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -143,6 +144,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		Bootstrap:         cfg.Bootstrap,
 		ChannelMaxPerNode: cfg.ChannelMaxPerNode,
 		Clustered:         cfg.Cluster.enabled(),
+		NodeName:          cfg.Cluster.NodeName,
 	})
 	if err != nil {
 		return err
@@ -242,8 +244,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		consumerGroups = srv.ConsumerGroups
 		// As RabbitMQ's rabbit@<host> advertising <host>: clients that
 		// look up a stream's node in the API find the host to connect to.
-		if h, _, err := net.SplitHostPort(advertise); err == nil {
+		if h, p, err := net.SplitHostPort(advertise); err == nil {
 			node = "warren@" + h
+			if cnode != nil {
+				port, _ := strconv.Atoi(p)
+				cnode.Advertise(h, port) // for the other nodes' Metadata
+			}
 		}
 		mgmtListeners = append(mgmtListeners, listed...)
 		for _, l := range listed {

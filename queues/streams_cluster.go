@@ -1,0 +1,311 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/warren-mq/warren/osiris"
+)
+
+// Streams in a cluster (docs/design-cluster.md, "Streams"): a stream's
+// record in the catalog names its members (every node, for now), its
+// leader (the node where it was declared, as RabbitMQ's client-local
+// leader locator) and the leader's epoch. Each member opens the stream
+// as osiris's leader or replica; the cluster node (cluster/node) runs the
+// pull of each replica from the leader and tells the broker nothing: the
+// stream's own commit offset gates readers and publishers' confirms.
+
+// clusterStreams is what a clustered broker knows of the cluster for
+// its streams.
+type clusterStreams struct {
+	mu    sync.Mutex
+	nodes []string // every node, sorted
+	watch map[int]func(vhost, name string)
+	nextW int
+	up    func(node string) bool // SetNodeUp
+}
+
+// SetClusterNodes tells the broker every node of its cluster (sorted
+// here): the members of the streams it creates.
+func (b *Broker) SetClusterNodes(nodes []string) {
+	cs := &b.cstreams
+	cs.mu.Lock()
+	cs.nodes = slices.Sorted(slices.Values(nodes))
+	cs.mu.Unlock()
+}
+
+// WatchStreams calls fn after each stream this node is a member of is
+// opened by a catalog command (created, or recovered: call StreamsHere
+// for those open before), until cancel. fn must not block.
+func (b *Broker) WatchStreams(fn func(vhost, name string)) (cancel func()) {
+	cs := &b.cstreams
+	cs.mu.Lock()
+	if cs.watch == nil {
+		cs.watch = map[int]func(string, string){}
+	}
+	id := cs.nextW
+	cs.nextW++
+	cs.watch[id] = fn
+	cs.mu.Unlock()
+	return func() {
+		cs.mu.Lock()
+		delete(cs.watch, id)
+		cs.mu.Unlock()
+	}
+}
+
+// StreamsHere returns the placements of the replicated streams open on
+// this node.
+func (b *Broker) StreamsHere() []StreamDef {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []StreamDef
+	for k, def := range b.mu.placed {
+		if _, open := b.mu.streams[k]; open {
+			out = append(out, def)
+		}
+	}
+	return out
+}
+
+// StreamPlacement returns the placement of a replicated stream.
+func (b *Broker) StreamPlacement(vhost, name string) (StreamDef, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	def, ok := b.mu.placed[streamName{vhost, name}]
+	return def, ok
+}
+
+// streamOptions returns the options a stream opens with on this node
+// and whether this node holds it at all.
+func (b *Broker) streamOptions(def StreamDef) (osiris.Options, bool) {
+	opts := b.opts.StreamOptions
+	if len(def.Members) == 0 {
+		return opts, true // a single node's stream
+	}
+	if !slices.Contains(def.Members, b.opts.NodeName) {
+		return opts, false
+	}
+	role := osiris.RoleReplica
+	if def.Leader == b.opts.NodeName {
+		role = osiris.RoleLeader
+	}
+	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(def.Members), Epoch: def.Epoch}
+	return opts, true
+}
+
+// cmdCreateStream creates a stream on every member.
+type cmdCreateStream struct {
+	StreamDef
+}
+
+func (*cmdCreateStream) op() string { return "stream.create" }
+
+// cmdDeleteStream deletes a stream on every node.
+type cmdDeleteStream struct {
+	VHost string `json:"vhost"`
+	Name  string `json:"name"`
+}
+
+func (*cmdDeleteStream) op() string { return "stream.delete" }
+
+func init() {
+	registerCommand(func() command { return &cmdCreateStream{} })
+	registerCommand(func() command { return &cmdDeleteStream{} })
+}
+
+// createStreamCluster is CreateStream in a cluster: the stream's
+// arguments are checked here, its placement decided and the creation
+// proposed. REQUIRES: reg.opMu not held (apply takes it).
+func (b *Broker) createStreamCluster(vhost, name string, args map[string]string) error {
+	if _, err := streamCreateConfig(name, args); err != nil {
+		return err
+	}
+	cs := &b.cstreams
+	cs.mu.Lock()
+	members := slices.Clone(cs.nodes)
+	cs.mu.Unlock()
+	if len(members) == 0 {
+		return errors.New("queues: cluster nodes unknown (SetClusterNodes)")
+	}
+	_, err := b.exec(&cmdCreateStream{StreamDef{VHost: vhost, Name: name, Args: args,
+		Members: members, Leader: b.repl.node, Epoch: 1}})
+	return err
+}
+
+func (c *cmdCreateStream) apply(b *Broker) (any, error) {
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	def := c.StreamDef
+	err := b.createPlacedStreamLocked(def)
+	if errors.Is(err, ErrExists) {
+		err = b.existingStreamLocked(def.VHost, def.Name, def.Args, err)
+	}
+	reg.opMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	b.applyStreamPolicy(def.VHost, def.Name, def.Args)
+	if _, member := b.streamOptions(def); member {
+		cs := &b.cstreams
+		cs.mu.Lock()
+		fns := make([]func(string, string), 0, len(cs.watch))
+		for _, fn := range cs.watch {
+			fns = append(fns, fn)
+		}
+		cs.mu.Unlock()
+		for _, fn := range fns {
+			fn(def.VHost, def.Name)
+		}
+	}
+	return nil, nil
+}
+
+// createPlacedStreamLocked records a replicated stream and opens it if
+// this node is a member.
+// REQUIRES: reg.opMu held.
+func (b *Broker) createPlacedStreamLocked(def StreamDef) error {
+	cfg, err := streamCreateConfig(def.Name, def.Args)
+	if err != nil {
+		return err
+	}
+	if b.queueReg().get(def.VHost, def.Name) != nil {
+		return fmt.Errorf("stream %q: a queue has the name: %w", def.Name, ErrExists)
+	}
+	if !b.VHostExists(def.VHost) {
+		return fmt.Errorf("vhost %q: %w", def.VHost, ErrNotFound)
+	}
+	key := streamName{def.VHost, def.Name}
+	b.mu.Lock()
+	_, placed := b.mu.placed[key]
+	_, open := b.mu.streams[key]
+	b.mu.Unlock()
+	if placed || open {
+		return fmt.Errorf("stream %q: %w", def.Name, ErrExists)
+	}
+	opts, member := b.streamOptions(def)
+	var s *osiris.Stream
+	if member {
+		if def.ID, err = b.cat.nextStreamID(); err != nil {
+			return err
+		}
+		cfg.Epoch = def.Epoch
+		if s, err = osiris.Create(b.streamDir(def.ID), cfg, opts); err != nil {
+			return err
+		}
+	}
+	if err := b.cat.put(streamKey(def.VHost, def.Name), def); err != nil {
+		if s != nil {
+			s.Delete()
+		}
+		return err
+	}
+	b.mu.Lock()
+	b.mu.placed[key] = def
+	if s != nil {
+		b.mu.streams[key] = s
+	}
+	b.mu.Unlock()
+	if s != nil {
+		b.topoQueueAdded(def.VHost, def.Name, true)
+		b.churn.QueuesCreated.Add(1)
+	}
+	return nil
+}
+
+func (c *cmdDeleteStream) apply(b *Broker) (any, error) {
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	key := streamName{c.VHost, c.Name}
+	b.mu.Lock()
+	_, placed := b.mu.placed[key]
+	delete(b.mu.placed, key)
+	_, open := b.mu.streams[key]
+	b.mu.Unlock()
+	if !open {
+		var err error
+		if placed {
+			err = b.cat.delete(streamKey(c.VHost, c.Name))
+		} else {
+			err = fmt.Errorf("stream %q in vhost %q: %w", c.Name, c.VHost, ErrNotFound)
+		}
+		reg.opMu.Unlock()
+		return nil, err
+	}
+	s, watchers, err := b.deleteStreamLocked(c.VHost, c.Name)
+	reg.opMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	err = s.Delete()
+	for _, w := range watchers {
+		w(c.VHost, c.Name)
+	}
+	return nil, err
+}
+
+// NodeAddr is where a node's stream protocol listener is advertised.
+type NodeAddr struct {
+	Node string `json:"node"`
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+func nodeAddrKey(node string) []byte { return []byte("nd/" + node) }
+
+// cmdAdvertise records a node's stream address.
+type cmdAdvertise struct{ NodeAddr }
+
+func (*cmdAdvertise) op() string { return "node.advertise" }
+
+func (c *cmdAdvertise) apply(b *Broker) (any, error) {
+	return nil, b.cat.put(nodeAddrKey(c.Node), c.NodeAddr)
+}
+
+func init() { registerCommand(func() command { return &cmdAdvertise{} }) }
+
+// Advertise records, for every node, where this node's stream protocol
+// listener is (what Metadata tells stream clients), unless the catalog
+// already says so.
+func (b *Broker) Advertise(a NodeAddr) error {
+	if cur, ok := b.NodeStreamAddr(a.Node); ok && cur == a {
+		return nil
+	}
+	return b.execErr(&cmdAdvertise{a})
+}
+
+// NodeStreamAddr returns where node's stream listener is advertised.
+func (b *Broker) NodeStreamAddr(node string) (NodeAddr, bool) {
+	var a NodeAddr
+	if err := b.cat.get(nodeAddrKey(node), &a); err != nil {
+		return NodeAddr{}, false
+	}
+	return a, true
+}
+
+// NodeName is this node's name in its cluster ("" on a single node).
+func (b *Broker) NodeName() string {
+	if b.repl == nil {
+		return ""
+	}
+	return b.repl.node
+}
+
+// SetNodeUp gives the broker the cluster's view of which nodes are
+// reachable (Metadata names only those); nil: every node is.
+func (b *Broker) SetNodeUp(fn func(node string) bool) {
+	b.cstreams.mu.Lock()
+	b.cstreams.up = fn
+	b.cstreams.mu.Unlock()
+}
+
+// NodeUp reports whether node is reachable from this one (this node
+// always is).
+func (b *Broker) NodeUp(node string) bool {
+	b.cstreams.mu.Lock()
+	fn := b.cstreams.up
+	b.cstreams.mu.Unlock()
+	return fn == nil || node == b.opts.NodeName || fn(node)
+}
