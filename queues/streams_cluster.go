@@ -309,3 +309,107 @@ func (b *Broker) NodeUp(node string) bool {
 	b.cstreams.mu.Unlock()
 	return fn == nil || node == b.opts.NodeName || fn(node)
 }
+
+// cmdStreamLeader moves a replicated stream's leadership to another
+// member with a greater epoch (cluster/node's coordinator decides it when
+// the leader's node is lost). Every member reopens the stream in its new
+// role; the stream's clients on each node are told it went away (the
+// stream protocol's metadata update), as RabbitMQ's are when a leader
+// changes, and reconnect to the leader Metadata now names.
+type cmdStreamLeader struct {
+	VHost  string `json:"vhost"`
+	Name   string `json:"name"`
+	Leader string `json:"leader"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+func (*cmdStreamLeader) op() string { return "stream.leader" }
+
+func init() { registerCommand(func() command { return &cmdStreamLeader{} }) }
+
+// MoveStreamLeader proposes leader as the stream's leader with epoch.
+// The change is refused (a no-op) unless epoch is above the current one.
+func (b *Broker) MoveStreamLeader(vhost, name, leader string, epoch uint64) error {
+	return b.execErr(&cmdStreamLeader{VHost: vhost, Name: name, Leader: leader, Epoch: epoch})
+}
+
+// StreamPlacements returns every replicated stream's placement.
+func (b *Broker) StreamPlacements() []StreamDef {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]StreamDef, 0, len(b.mu.placed))
+	for _, def := range b.mu.placed {
+		out = append(out, def)
+	}
+	return out
+}
+
+func (c *cmdStreamLeader) apply(b *Broker) (any, error) {
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	key := streamName{c.VHost, c.Name}
+	b.mu.Lock()
+	def, ok := b.mu.placed[key]
+	old := b.mu.streams[key]
+	b.mu.Unlock()
+	switch {
+	case !ok:
+		reg.opMu.Unlock()
+		return nil, fmt.Errorf("stream %q in vhost %q: %w", c.Name, c.VHost, ErrNotFound)
+	case c.Epoch <= def.Epoch || !slices.Contains(def.Members, c.Leader):
+		reg.opMu.Unlock()
+		return nil, nil // stale, or applied before a restart
+	}
+	def.Leader, def.Epoch = c.Leader, c.Epoch
+	if err := b.cat.put(streamKey(def.VHost, def.Name), def); err != nil {
+		reg.opMu.Unlock()
+		return nil, err
+	}
+	var s *osiris.Stream
+	var err error
+	if old != nil {
+		old.Close()
+		opts, _ := b.streamOptions(def)
+		if opts.Replication.Role == osiris.RoleReplica {
+			opts.Replication.Epoch = 0 // a replica takes its leader's epochs from the chunks
+		}
+		s, err = osiris.Open(b.streamDir(def.ID), opts)
+		if err != nil {
+			b.log.Error("cluster: reopen stream in its new role", "vhost", def.VHost, "stream", def.Name, "err", err)
+		}
+	}
+	b.mu.Lock()
+	b.mu.placed[key] = def
+	if s != nil {
+		b.mu.streams[key] = s
+	} else {
+		delete(b.mu.streams, key)
+	}
+	watchers := make([]func(string, string), 0, len(b.mu.watchers))
+	for _, w := range b.mu.watchers {
+		watchers = append(watchers, w)
+	}
+	b.mu.Unlock()
+	reg.opMu.Unlock()
+	if old == nil {
+		return nil, nil
+	}
+	// The old instance's clients go (they reconnect to the new leader);
+	// then the cluster node follows the new leader.
+	for _, w := range watchers {
+		w(def.VHost, def.Name)
+	}
+	if s != nil {
+		cs := &b.cstreams
+		cs.mu.Lock()
+		fns := make([]func(string, string), 0, len(cs.watch))
+		for _, fn := range cs.watch {
+			fns = append(fns, fn)
+		}
+		cs.mu.Unlock()
+		for _, fn := range fns {
+			fn(def.VHost, def.Name)
+		}
+	}
+	return nil, err
+}

@@ -150,6 +150,8 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx, n.cancel = ctx, cancel
 	n.startStreams(ctx)
+	n.wg.Add(1)
+	go n.coordinate(ctx)
 	go n.bootstrap(ctx)
 	return n, nil
 }

@@ -21,13 +21,21 @@ import (
 // that ends is dialed again after a pause, for as long as the stream is
 // open here.
 
-// streamHello names the stream a replica connection is for:
+// streamHello names the stream a connection is for and what for:
 //
-//	version u8 (1) | vhost length u16 | vhost | name length u16 | name
-const streamHelloVersion = 1
+//	version u8 (1) | purpose u8 | vhost length u16 | vhost | name length u16 | name
+//
+// purposeFollow: a replica's pull (osiris's protocol follows);
+// purposeTail: the coordinator asks for the member's log end, answered
+// with last epoch u64 | next offset u64 | 0 or 1 (u8: the stream is open).
+const (
+	streamHelloVersion = 1
+	purposeFollow      = 1
+	purposeTail        = 2
+)
 
-func appendStreamHello(dst []byte, vhost, name string) []byte {
-	dst = append(dst, streamHelloVersion)
+func appendStreamHello(dst []byte, purpose byte, vhost, name string) []byte {
+	dst = append(dst, streamHelloVersion, purpose)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(vhost)))
 	dst = append(dst, vhost...)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
@@ -35,14 +43,15 @@ func appendStreamHello(dst []byte, vhost, name string) []byte {
 }
 
 // readStreamHello reads what appendStreamHello wrote.
-func readStreamHello(r io.Reader) (vhost, name string, err error) {
-	var v [1]byte
+func readStreamHello(r io.Reader) (purpose byte, vhost, name string, err error) {
+	var v [2]byte
 	if _, err := io.ReadFull(r, v[:]); err != nil {
-		return "", "", err
+		return 0, "", "", err
 	}
 	if v[0] != streamHelloVersion {
-		return "", "", fmt.Errorf("cluster: stream hello version %d", v[0])
+		return 0, "", "", fmt.Errorf("cluster: stream hello version %d", v[0])
 	}
+	purpose = v[1]
 	str := func() (string, error) {
 		var l [2]byte
 		if _, err := io.ReadFull(r, l[:]); err != nil {
@@ -53,10 +62,10 @@ func readStreamHello(r io.Reader) (vhost, name string, err error) {
 		return string(b), err
 	}
 	if vhost, err = str(); err != nil {
-		return "", "", err
+		return 0, "", "", err
 	}
 	name, err = str()
-	return vhost, name, err
+	return purpose, vhost, name, err
 }
 
 // startStreams serves the leaders' side and follows every replicated
@@ -72,7 +81,7 @@ func (n *Node) startStreams(ctx context.Context) {
 
 func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	vhost, name, err := readStreamHello(conn)
+	purpose, vhost, name, err := readStreamHello(conn)
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		n.log.Warn("cluster: bad stream replica hello", "from", from, "err", err)
@@ -80,7 +89,21 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 		return
 	}
 	s, err := n.cfg.Broker.Stream(vhost, name)
-	if err != nil {
+	if purpose == purposeTail {
+		defer conn.Close()
+		var out [17]byte
+		if err == nil {
+			if h, herr := s.EpochHistory(); herr == nil {
+				binary.BigEndian.PutUint64(out[0:], h.LastEpoch())
+				binary.BigEndian.PutUint64(out[8:], h.Next)
+				out[16] = 1
+			}
+		}
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		conn.Write(out[:])
+		return
+	}
+	if err != nil || purpose != purposeFollow {
 		conn.Close()
 		return
 	}
@@ -117,7 +140,7 @@ func (n *Node) follow(ctx context.Context, def queues.StreamDef) {
 		}
 		conn, err := n.net.Dial(ctx, def.Leader, nodenet.LaneStream)
 		if err == nil {
-			if _, err = conn.Write(appendStreamHello(nil, def.VHost, def.Name)); err == nil {
+			if _, err = conn.Write(appendStreamHello(nil, purposeFollow, def.VHost, def.Name)); err == nil {
 				err = osiris.Follow(ctx, s, conn)
 				wait = 50 * time.Millisecond
 			} else {
@@ -156,4 +179,110 @@ func (n *Node) Advertise(host string, port int) {
 			}
 		}
 	}()
+}
+
+// memberTail is a member's log end as the coordinator learns it.
+type memberTail struct {
+	node        string
+	epoch, next uint64
+}
+
+// tail asks member for its copy's log end (this node answers itself).
+func (n *Node) tail(ctx context.Context, def queues.StreamDef, member string) (memberTail, bool) {
+	if member == n.cfg.Name {
+		s, err := n.cfg.Broker.Stream(def.VHost, def.Name)
+		if err != nil {
+			return memberTail{}, false
+		}
+		h, err := s.EpochHistory()
+		if err != nil {
+			return memberTail{}, false
+		}
+		return memberTail{member, h.LastEpoch(), h.Next}, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := n.net.Dial(ctx, member, nodenet.LaneStream)
+	if err != nil {
+		return memberTail{}, false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write(appendStreamHello(nil, purposeTail, def.VHost, def.Name)); err != nil {
+		return memberTail{}, false
+	}
+	var in [17]byte
+	if _, err := io.ReadFull(conn, in[:]); err != nil || in[16] != 1 {
+		return memberTail{}, false
+	}
+	return memberTail{member, binary.BigEndian.Uint64(in[0:]), binary.BigEndian.Uint64(in[8:])}, true
+}
+
+// leaderLostAfter is how long a stream's leader's node is unreachable
+// before the coordinator moves the leadership: on top of nodenet's 2 s of
+// silence before it reports a peer unreachable, so a leader is moved
+// about 3.5 s after its node stops.
+const leaderLostAfter = time.Second
+
+// coordinate runs on every node and acts on the one that leads the
+// catalog group: a replicated stream whose leader's node has been
+// unreachable for leaderLostAfter gets a new leader, the member with the
+// longest log among a majority of members that answer (so it holds every
+// committed chunk: a majority holds each), at the next epoch.
+func (n *Node) coordinate(ctx context.Context) {
+	defer n.wg.Done()
+	down := map[string]time.Time{} // stream key -> leader first seen down
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n.host.Leader(CatalogGroup) != n.ids[n.cfg.Name] {
+			clear(down)
+			continue
+		}
+		b := n.cfg.Broker
+		for _, def := range b.StreamPlacements() {
+			key := def.VHost + "\x00" + def.Name
+			if b.NodeUp(def.Leader) {
+				delete(down, key)
+				continue
+			}
+			since, seen := down[key]
+			if !seen {
+				down[key] = time.Now()
+				continue
+			}
+			if time.Since(since) < leaderLostAfter {
+				continue
+			}
+			var tails []memberTail
+			for _, m := range def.Members {
+				if m != def.Leader && b.NodeUp(m) {
+					if t, ok := n.tail(ctx, def, m); ok {
+						tails = append(tails, t)
+					}
+				}
+			}
+			if len(tails) < len(def.Members)/2+1 {
+				continue // no majority answers: a choice could lose committed chunks
+			}
+			best := tails[0]
+			for _, t := range tails[1:] {
+				if t.epoch > best.epoch || t.epoch == best.epoch && (t.next > best.next || t.next == best.next && t.node < best.node) {
+					best = t
+				}
+			}
+			n.log.Warn("cluster: stream leader lost; moving it", "vhost", def.VHost, "stream", def.Name,
+				"from", def.Leader, "to", best.node, "epoch", def.Epoch+1)
+			if err := b.MoveStreamLeader(def.VHost, def.Name, best.node, def.Epoch+1); err != nil {
+				n.log.Warn("cluster: stream leader not moved", "vhost", def.VHost, "stream", def.Name, "err", err)
+				continue
+			}
+			delete(down, key)
+		}
+	}
 }

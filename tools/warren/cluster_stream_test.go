@@ -19,6 +19,7 @@ import (
 func startStreamCluster(t *testing.T) []*clusterNode {
 	t.Helper()
 	ports := freePorts(t, 3)
+	streamPorts := freePorts(t, 3) // fixed: a restarted node keeps its advertised address
 	var peers []string
 	for i, p := range ports {
 		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, p))
@@ -30,7 +31,7 @@ func startStreamCluster(t *testing.T) []*clusterNode {
 			"-data-dir", n.dir, "-node-name", n.name, "-cluster-peers", strings.Join(peers, ","),
 			"-cluster-command-timeout", "3s",
 			"-amqp-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-prometheus-listen=",
-			"-stream-listen", "127.0.0.1:0", "-stream-advertise", "127.0.0.1:",
+			"-stream-listen", streamPorts[i], "-stream-advertise", "127.0.0.1:",
 		}, " ")
 		nodes[i] = n
 		n.start(t)
@@ -142,6 +143,9 @@ func TestClusterStreamReplication(t *testing.T) {
 	if got[1009] != "m-1009" {
 		t.Errorf("n2's last message %q, want m-1009", got[1009])
 	}
+	// Metadata names the running replicas: once n1 sees n3 gone, the
+	// client's consumer goes to n2.
+	waitFor(t, "n1 to see n3 down", 15*time.Second, func() bool { return !n1.runningNodes(t)["n3"] })
 	got = consumeStream(t, env, name, 1010)
 	for i, m := range got {
 		if want := fmt.Sprintf("m-%04d", i); m != want {
@@ -151,37 +155,57 @@ func TestClusterStreamReplication(t *testing.T) {
 }
 
 // consumeAll reads count messages of the stream from first over AMQP
-// 0-9-1 on node n: what n's own copy of the stream holds.
+// 0-9-1 on node n: what n's own copy of the stream holds. A consume that
+// fails (the node's copy was just reopened in another role) is tried
+// again from the start, as a client would.
 func consumeAll(t *testing.T, n *clusterNode, name string, count int) []string {
 	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		got, err := consumeOnce(n, name, count, deadline)
+		if err == nil {
+			return got
+		}
+		lastErr = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v\nstderr:\n%s", n.name, lastErr, n.stderr.String())
+	return nil
+}
+
+func consumeOnce(n *clusterNode, name string, count int, deadline time.Time) ([]string, error) {
 	conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
 	if err != nil {
-		t.Fatalf("%s: %v", n.name, err)
+		return nil, err
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := ch.Qos(500, 0, false); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ds, err := ch.Consume(name, "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
 	if err != nil {
-		t.Fatalf("%s: consume: %v", n.name, err)
+		return nil, fmt.Errorf("consume: %w", err)
 	}
 	var got []string
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(time.Until(deadline))
 	for len(got) < count {
 		select {
-		case d := <-ds:
+		case d, ok := <-ds:
+			if !ok {
+				return nil, fmt.Errorf("consumer ended after %d of %d messages", len(got), count)
+			}
 			got = append(got, string(d.Body))
 			d.Ack(false)
 		case <-timeout:
-			t.Fatalf("%s: %d of %d messages after 20 s\nstderr:\n%s", n.name, len(got), count, n.stderr.String())
+			return nil, fmt.Errorf("%d of %d messages by the deadline", len(got), count)
 		}
 	}
-	return got
+	return got, nil
 }
 
 // consumeStream reads count messages from first with the Go stream
@@ -207,4 +231,118 @@ func consumeStream(t *testing.T, env *stream.Environment, name string, count int
 	mu.Lock()
 	defer mu.Unlock()
 	return append([]string(nil), got[:count]...)
+}
+
+// The stream's leader's node is killed: within seconds the coordinator
+// makes a replica the leader at the next epoch, Metadata names it, a
+// producer through it is confirmed, every confirmed message is still
+// there in order, and the old leader, restarted, follows the new one and
+// holds the same messages.
+func TestClusterStreamFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	const name = "fs"
+	env1 := streamEnv(t, n1)
+	waitFor(t, "the stream declared", 15*time.Second, func() bool {
+		err := env1.DeclareStream(name, &stream.StreamOptions{})
+		return err == nil || err == stream.StreamAlreadyExists
+	})
+	_, n1Port, _ := net.SplitHostPort(n1.stream)
+	waitFor(t, "metadata with n1 leading two replicas", 15*time.Second, func() bool {
+		meta, err := env1.StreamMetaData(name)
+		return err == nil && meta.Leader != nil && meta.Leader.Port == n1Port && len(meta.Replicas) == 2
+	})
+	publishConfirmed(t, env1, name, 0, 1000)
+
+	n1.kill()
+	killed := time.Now()
+	env2 := streamEnv(t, n2)
+	var leaderPort string
+	waitFor(t, "a new leader in Metadata", 30*time.Second, func() bool {
+		meta, err := env2.StreamMetaData(name)
+		if err != nil || meta.Leader == nil || meta.Leader.Port == n1Port {
+			return false
+		}
+		leaderPort = meta.Leader.Port
+		return true
+	})
+	t.Logf("new leader on port %s %v after the kill", leaderPort, time.Since(killed).Round(100*time.Millisecond))
+	publishConfirmed(t, env2, name, 1000, 1500)
+
+	for _, n := range []*clusterNode{n2, n3} {
+		got := consumeAll(t, n, name, 1500)
+		for i, m := range got {
+			if want := fmt.Sprintf("m-%04d", i); m != want {
+				t.Fatalf("%s: message %d = %q, want %q", n.name, i, m, want)
+			}
+		}
+	}
+	n1.start(t)
+	got := consumeAll(t, n1, name, 1500)
+	for i, m := range got {
+		if want := fmt.Sprintf("m-%04d", i); m != want {
+			t.Fatalf("n1 after its restart: message %d = %q, want %q", i, m, want)
+		}
+	}
+}
+
+// publishConfirmed publishes m-from … m-(to-1) with publishing ids
+// from … to-1 under one producer name and waits for every confirm. A
+// producer whose messages are not all confirmed in 5 s (it reached a
+// node just as leadership moved) is replaced and the unconfirmed ones
+// sent again: the broker's deduplication drops what it already stored.
+func publishConfirmed(t *testing.T, env *stream.Environment, name string, from, to int) {
+	t.Helper()
+	var mu sync.Mutex
+	confirmed := map[int64]bool{}
+	for attempt := 0; ; attempt++ {
+		if attempt == 6 {
+			t.Fatalf("%d of %d confirms after 6 producers", len(confirmed), to-from)
+		}
+		p, err := env.NewProducer(name, stream.NewProducerOptions().SetProducerName("failover-test"))
+		if err != nil {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		confirms := p.NotifyPublishConfirmation()
+		go func() {
+			for cs := range confirms {
+				mu.Lock()
+				for _, c := range cs {
+					if c.IsConfirmed() {
+						confirmed[c.GetPublishingId()] = true
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+		for i := from; i < to; i++ {
+			mu.Lock()
+			done := confirmed[int64(i)]
+			mu.Unlock()
+			if done {
+				continue
+			}
+			m := streamamqp.NewMessage([]byte(fmt.Sprintf("m-%04d", i)))
+			m.SetPublishingId(int64(i))
+			if err := p.Send(m); err != nil {
+				break
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			all := len(confirmed) == to-from
+			mu.Unlock()
+			if all {
+				p.Close()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p.Close()
+	}
 }
