@@ -57,7 +57,7 @@ func TestClusterStreamKills(t *testing.T) {
 
 	var h histcheck.History
 	const perRound = 400
-	var failovers []time.Duration
+	var failovers, roundTimes []time.Duration
 	next := 0
 	for r := range rounds {
 		lead := leader(env)
@@ -69,18 +69,34 @@ func TestClusterStreamKills(t *testing.T) {
 			}
 		}
 		renv := streamEnv(t, via)
-		var killedAt time.Time
+		// The kill, then how long until Metadata (asked of the node that
+		// stays up) names another leader.
+		var failover time.Duration
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(rng.Intn(800)) * time.Millisecond)
 			lead.kill()
-			killedAt = time.Now()
+			killedAt := time.Now()
+			for time.Since(killedAt) < 60*time.Second {
+				if meta, err := renv.StreamMetaData(name); err == nil && meta.Leader != nil && byPort[meta.Leader.Port] != lead {
+					failover = time.Since(killedAt)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}()
+		started := time.Now()
 		publishTracked(t, renv, name, &h, next, next+perRound)
 		next += perRound
 		wg.Wait()
+		roundTimes = append(roundTimes, time.Since(started))
+		if os.Getenv("WARREN_CLUSTER_DEBUG") != "" && time.Since(started) > 10*time.Second {
+			for _, n := range nodes {
+				t.Logf("round %d slow; %s stderr:\n%s", r, n.name, n.stderr.String())
+			}
+		}
 		var newLead *clusterNode
 		waitFor(t, fmt.Sprintf("round %d: a new leader", r), 30*time.Second, func() bool {
 			l := leader(renv)
@@ -95,13 +111,19 @@ func TestClusterStreamKills(t *testing.T) {
 			newLead = l
 			return true
 		})
-		failovers = append(failovers, time.Since(killedAt))
+		failovers = append(failovers, failover)
 		t.Logf("round %d: killed %s, %s leads", r, lead.name, newLead.name)
 		lead.start(t)
 		waitFor(t, fmt.Sprintf("round %d: both replicas back in Metadata", r), 30*time.Second, func() bool { return leader(renv) != nil })
 		env = renv
 	}
-	t.Logf("failover times (kill to Metadata's new leader, upper bounds): %v", failovers)
+	t.Logf("failover times (kill to another leader in Metadata): %v", failovers)
+	t.Logf("rounds (400 messages confirmed, a kill inside): %v", roundTimes)
+	for r, f := range failovers {
+		if f == 0 {
+			t.Errorf("round %d: no other leader in Metadata within 60 s of the kill", r)
+		}
+	}
 
 	// Deduplication by publishing id makes each message appear once, in
 	// publishing order, on every copy: all of them, since each round's
@@ -133,14 +155,15 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 	var mu sync.Mutex
 	confirmed := map[int64]bool{}
 	for attempt := 0; ; attempt++ {
-		if attempt == 10 {
-			t.Fatalf("%d of %d confirms after 10 producers", len(confirmed), to-from)
+		if attempt == 30 {
+			t.Fatalf("%d of %d confirms after 30 producers", len(confirmed), to-from)
 		}
 		p, err := env.NewProducer(name, stream.NewProducerOptions().SetProducerName("kill-test"))
 		if err != nil {
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
+		closed := p.NotifyClose() // the broker's metadata update when leadership moves
 		confirms := p.NotifyPublishConfirmation()
 		go func() {
 			for cs := range confirms {
@@ -172,6 +195,7 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 			}
 		}
 		deadline := time.Now().Add(5 * time.Second)
+	wait:
 		for time.Now().Before(deadline) {
 			mu.Lock()
 			all := len(confirmed) == to-from
@@ -180,8 +204,13 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 				p.Close()
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-closed:
+				break wait // a new producer, after a breath
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 		p.Close()
+		time.Sleep(200 * time.Millisecond)
 	}
 }

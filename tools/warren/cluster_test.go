@@ -36,7 +36,11 @@ func TestClusterChild(t *testing.T) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(3)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("WARREN_CLUSTER_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ready := make(chan readyAddrs, 1)
 	go func() {
 		a := <-ready
