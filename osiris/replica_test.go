@@ -696,3 +696,27 @@ func TestReplicaIdle(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// A member asked to serve a replica while it is not the leader (it has
+// not yet applied the move that makes it one) closes the connection, so
+// the replica's Follow ends at once and it dials again, instead of
+// waiting for a Start frame that never comes.
+func TestServeReplicaNotLeaderCloses(t *testing.T) {
+	root := t.TempDir()
+	notLeader := openMember(t, filepath.Join(root, "a"), 8<<10, replicaOf("a", 3))
+	r := openMember(t, filepath.Join(root, "b"), 8<<10, replicaOf("b", 3))
+	a, b := net.Pipe()
+	follow := make(chan error, 1)
+	go func() { follow <- Follow(context.Background(), r, b) }()
+	if err := ServeReplica(context.Background(), notLeader, a); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ServeReplica on a replica: %v", err)
+	}
+	select {
+	case err := <-follow:
+		if err == nil || errors.Is(err, context.Canceled) {
+			t.Fatalf("Follow ended with %v, want the closed connection", err)
+		}
+	case <-time.After(replicaWait):
+		t.Fatal("Follow still waiting on a member that refused to lead")
+	}
+}

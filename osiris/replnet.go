@@ -50,6 +50,12 @@ const (
 // which ends only when conn is closed.
 func ServeReplica(ctx context.Context, s *Stream, conn io.ReadWriter) error {
 	if s.repl == nil || s.repl.role != RoleLeader {
+		// Closed as on every return: a replica waiting for Start must
+		// learn at once that this member does not lead (it may not yet
+		// have applied the move that makes it leader).
+		if closer, ok := conn.(io.Closer); ok {
+			closer.Close()
+		}
 		return ErrNotLeader
 	}
 	parent := ctx

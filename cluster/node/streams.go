@@ -107,7 +107,7 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 		conn.Close()
 		return
 	}
-	err = osiris.ServeReplica(ctx, s, conn)
+	err = osiris.ServeReplica(ctx, s, conn) // closes conn
 	if err != nil && !errors.Is(err, context.Canceled) {
 		n.log.Debug("cluster: stream replica served", "vhost", vhost, "stream", name, "replica", from, "err", err)
 	}
