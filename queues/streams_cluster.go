@@ -149,18 +149,24 @@ func (c *cmdCreateStream) apply(b *Broker) (any, error) {
 	}
 	b.applyStreamPolicy(def.VHost, def.Name, def.Args)
 	if _, member := b.streamOptions(def); member {
-		cs := &b.cstreams
-		cs.mu.Lock()
-		fns := make([]func(string, string), 0, len(cs.watch))
-		for _, fn := range cs.watch {
-			fns = append(fns, fn)
-		}
-		cs.mu.Unlock()
-		for _, fn := range fns {
-			fn(def.VHost, def.Name)
-		}
+		b.streamOpened(def.VHost, def.Name)
 	}
 	return nil, nil
+}
+
+// streamOpened tells the WatchStreams watchers that this node opened a
+// replicated stream (created, or reopened in a new role).
+func (b *Broker) streamOpened(vhost, name string) {
+	cs := &b.cstreams
+	cs.mu.Lock()
+	fns := make([]func(string, string), 0, len(cs.watch))
+	for _, fn := range cs.watch {
+		fns = append(fns, fn)
+	}
+	cs.mu.Unlock()
+	for _, fn := range fns {
+		fn(vhost, name)
+	}
 }
 
 // createPlacedStreamLocked records a replicated stream and opens it if
@@ -400,16 +406,7 @@ func (c *cmdStreamLeader) apply(b *Broker) (any, error) {
 		w(def.VHost, def.Name)
 	}
 	if s != nil {
-		cs := &b.cstreams
-		cs.mu.Lock()
-		fns := make([]func(string, string), 0, len(cs.watch))
-		for _, fn := range cs.watch {
-			fns = append(fns, fn)
-		}
-		cs.mu.Unlock()
-		for _, fn := range fns {
-			fn(def.VHost, def.Name)
-		}
+		b.streamOpened(def.VHost, def.Name)
 	}
 	return nil, err
 }

@@ -88,7 +88,7 @@ func TestClusterStreamKills(t *testing.T) {
 			}
 		}()
 		started := time.Now()
-		publishTracked(t, renv, name, &h, next, next+perRound)
+		publishIDs(t, renv, name, "m-%06d", &h, next, next+perRound)
 		next += perRound
 		wg.Wait()
 		roundTimes = append(roundTimes, time.Since(started))
@@ -148,9 +148,14 @@ func TestClusterStreamKills(t *testing.T) {
 	}
 }
 
-// publishTracked is publishConfirmed recording publishes and confirms in
-// h, for publisher "p" with sequence numbers from … to-1.
-func publishTracked(t *testing.T, env *stream.Environment, name string, h *histcheck.History, from, to int) {
+// publishIDs publishes the messages format(from) … format(to-1) with
+// publishing ids from … to-1 under one producer name and waits for every
+// confirm, recording publishes and confirms in h (publisher "p") unless
+// h is nil. A producer whose messages are not all confirmed in 5 s, or
+// that the broker closes (a metadata update: leadership moved), is
+// replaced and the unconfirmed messages sent again: the broker's
+// deduplication drops what it already stored.
+func publishIDs(t *testing.T, env *stream.Environment, name, format string, h *histcheck.History, from, to int) {
 	t.Helper()
 	var mu sync.Mutex
 	confirmed := map[int64]bool{}
@@ -158,7 +163,7 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 		if attempt == 30 {
 			t.Fatalf("%d of %d confirms after 30 producers", len(confirmed), to-from)
 		}
-		p, err := env.NewProducer(name, stream.NewProducerOptions().SetProducerName("kill-test"))
+		p, err := env.NewProducer(name, stream.NewProducerOptions().SetProducerName("test-producer"))
 		if err != nil {
 			time.Sleep(500 * time.Millisecond)
 			continue
@@ -171,7 +176,9 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 				for _, c := range cs {
 					if c.IsConfirmed() && !confirmed[c.GetPublishingId()] {
 						confirmed[c.GetPublishingId()] = true
-						h.Confirm("p", uint64(c.GetPublishingId()))
+						if h != nil {
+							h.Confirm("p", uint64(c.GetPublishingId()))
+						}
 					}
 				}
 				mu.Unlock()
@@ -184,8 +191,10 @@ func publishTracked(t *testing.T, env *stream.Environment, name string, h *histc
 			if done {
 				continue
 			}
-			h.Publish("p", uint64(i), name)
-			m := streamamqp.NewMessage([]byte(fmt.Sprintf("m-%06d", i)))
+			if h != nil {
+				h.Publish("p", uint64(i), name)
+			}
+			m := streamamqp.NewMessage([]byte(fmt.Sprintf(format, i)))
 			m.SetPublishingId(int64(i))
 			if err := p.Send(m); err != nil {
 				break

@@ -289,60 +289,9 @@ func TestClusterStreamFailover(t *testing.T) {
 	}
 }
 
-// publishConfirmed publishes m-from … m-(to-1) with publishing ids
-// from … to-1 under one producer name and waits for every confirm. A
-// producer whose messages are not all confirmed in 5 s (it reached a
-// node just as leadership moved) is replaced and the unconfirmed ones
-// sent again: the broker's deduplication drops what it already stored.
+// publishConfirmed publishes m-from … m-(to-1) (publishIDs) and waits
+// for every confirm.
 func publishConfirmed(t *testing.T, env *stream.Environment, name string, from, to int) {
 	t.Helper()
-	var mu sync.Mutex
-	confirmed := map[int64]bool{}
-	for attempt := 0; ; attempt++ {
-		if attempt == 6 {
-			t.Fatalf("%d of %d confirms after 6 producers", len(confirmed), to-from)
-		}
-		p, err := env.NewProducer(name, stream.NewProducerOptions().SetProducerName("failover-test"))
-		if err != nil {
-			time.Sleep(500 * time.Millisecond)
-			continue
-		}
-		confirms := p.NotifyPublishConfirmation()
-		go func() {
-			for cs := range confirms {
-				mu.Lock()
-				for _, c := range cs {
-					if c.IsConfirmed() {
-						confirmed[c.GetPublishingId()] = true
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-		for i := from; i < to; i++ {
-			mu.Lock()
-			done := confirmed[int64(i)]
-			mu.Unlock()
-			if done {
-				continue
-			}
-			m := streamamqp.NewMessage([]byte(fmt.Sprintf("m-%04d", i)))
-			m.SetPublishingId(int64(i))
-			if err := p.Send(m); err != nil {
-				break
-			}
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			mu.Lock()
-			all := len(confirmed) == to-from
-			mu.Unlock()
-			if all {
-				p.Close()
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		p.Close()
-	}
+	publishIDs(t, env, name, "m-%04d", nil, from, to)
 }
