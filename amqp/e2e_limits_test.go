@@ -152,7 +152,12 @@ func TestLimitUserMaxChannels(t *testing.T) {
 	if err := ch1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// c2's channel went with c2: two places are free.
+	// c2's channel goes with c2, once the broker has finished closing it
+	// (after the client saw the close): then two places are free.
+	deadline := time.Now().Add(wait)
+	for len(tb.broker.Conns()) > 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	for i := 0; i < 2; i++ {
 		if _, err := c1.Channel(); err != nil {
 			t.Fatalf("channel %d after the close: %v", i, err)
