@@ -115,17 +115,7 @@ func runClusterStatus(c *cmd) error {
 	section("Network Partitions", v.partitions)
 	var ls []string
 	for _, l := range v.listeners {
-		ip := l.get("ip_address").str()
-		if strings.Contains(ip, ":") {
-			ip = "[" + ip + "]"
-		}
-		proto := l.get("protocol").str()
-		purpose := listenerPurpose[proto]
-		if purpose == "" {
-			purpose = proto
-		}
-		ls = append(ls, fmt.Sprintf("Node: %s, interface: %s, port: %s, protocol: %s, purpose: %s",
-			l.get("node").str(), ip, l.get("port").str(), proto, purpose))
+		ls = append(ls, fmt.Sprintf("Node: %s, interface: %s", l.get("node").str(), listenerText(l)))
 	}
 	section("Listeners", ls)
 	c.printf("%s", b.String())

@@ -131,16 +131,7 @@ func runStatus(c *cmd) error {
 	if ls := ov.get("listeners"); ls.kind == kArray {
 		section("Listeners")
 		for _, l := range ls.vals {
-			ip := l.get("ip_address").str()
-			if strings.Contains(ip, ":") {
-				ip = "[" + ip + "]"
-			}
-			proto := l.get("protocol").str()
-			purpose := listenerPurpose[proto]
-			if purpose == "" {
-				purpose = proto
-			}
-			fmt.Fprintf(&b, "Interface: %s, port: %s, protocol: %s, purpose: %s\n", ip, l.get("port").str(), proto, purpose)
+			fmt.Fprintf(&b, "Interface: %s\n", listenerText(l))
 		}
 	}
 	c.printf("%s", b.String())
@@ -188,4 +179,20 @@ func (c *cmd) printStatusJSON(ov, node jv) {
 	add("listeners", ov.get("listeners"))
 	b.WriteString("}\n")
 	c.out.Write(b.Bytes())
+}
+
+// listenerText is a listener as rabbitmqctl prints it after
+// "Interface: ": "<ip>, port: <port>, protocol: <p>, purpose: <what>",
+// an IPv6 address in brackets.
+func listenerText(l jv) string {
+	ip := l.get("ip_address").str()
+	if strings.Contains(ip, ":") {
+		ip = "[" + ip + "]"
+	}
+	proto := l.get("protocol").str()
+	purpose := listenerPurpose[proto]
+	if purpose == "" {
+		purpose = proto
+	}
+	return fmt.Sprintf("%s, port: %s, protocol: %s, purpose: %s", ip, l.get("port").str(), proto, purpose)
 }
