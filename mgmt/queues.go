@@ -82,6 +82,13 @@ func (s *Server) queueObjs(vhost string) []obj {
 			out = append(out, s.streamObj(d, st))
 		}
 	}
+	for _, name := range s.b.PlacedQueueNames(vhost) {
+		if q, _ := s.b.LookupDestination(vhost, name); q == nil {
+			if o, ok := s.remoteQueueObj(vhost, name); ok {
+				out = append(out, o)
+			}
+		}
+	}
 	slices.SortStableFunc(out, func(a, b obj) int { return strings.Compare(a["name"].(string), b["name"].(string)) })
 	return out
 }
@@ -101,6 +108,9 @@ func (s *Server) queueObjByName(vhost, name string) (obj, error) {
 				return s.streamObj(d, st), nil
 			}
 		}
+	}
+	if o, ok := s.remoteQueueObj(vhost, name); ok {
+		return o, nil
 	}
 	return nil, errNotFound()
 }
@@ -129,6 +139,9 @@ func (s *Server) queueObj(q *queues.Queue) obj {
 	}
 	t.put(o)
 	s.putPolicy(o, def.VHost, def.Name, def.Type)
+	if _, p, ok := s.b.PlacedQueue(def.VHost, def.Name); ok {
+		s.putPlacement(o, p)
+	}
 	if st.ActiveConsumer != "" {
 		o["single_active_consumer_tag"] = st.ActiveConsumer
 	}
@@ -139,6 +152,48 @@ func (s *Server) queueObj(q *queues.Queue) obj {
 		o["history"] = historyObj(h)
 	}
 	return o
+}
+
+// remoteQueueObj is a replicated queue that another node leads: its
+// definition and placement; its counts are on its leader.
+func (s *Server) remoteQueueObj(vhost, name string) (obj, bool) {
+	def, p, ok := s.b.PlacedQueue(vhost, name)
+	if !ok {
+		return nil, false
+	}
+	args := def.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	o := obj{
+		"name":        def.Name,
+		"vhost":       def.VHost,
+		"type":        def.Type,
+		"durable":     true,
+		"auto_delete": def.AutoDelete,
+		"exclusive":   false,
+		"arguments":   jsonArgs(args),
+		"state":       "running",
+	}
+	s.putPolicy(o, def.VHost, def.Name, def.Type)
+	s.putPlacement(o, p)
+	return o, true
+}
+
+// putPlacement adds a replicated queue's node (its leader), leader,
+// members and the members this node reaches (online), as RabbitMQ shows
+// a quorum queue's.
+func (s *Server) putPlacement(o obj, p queues.Placement) {
+	online := []string{}
+	for _, m := range p.Members {
+		if s.b.NodeUp(m) {
+			online = append(online, m)
+		}
+	}
+	o["node"], o["leader"], o["members"], o["online"] = p.Leader, p.Leader, p.Members, online
+	if !s.b.NodeUp(p.Leader) {
+		o["state"] = "minority"
+	}
 }
 
 // historyObj is a queue's history (Warren's queue history, a queue with

@@ -19,18 +19,31 @@ type Destination struct {
 	q *Queue
 	s *osiris.Stream
 	b *Broker
+	// away is why a replicated queue led by another node cannot take
+	// the message here (quorum_cluster.go): publishing fails with it.
+	away error
 }
 
 // Destination returns the queue or stream name designates; false when it
-// is neither. It allocates nothing.
+// is neither. It allocates nothing, except for a replicated queue
+// another node leads.
 func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
+	if q == nil && s == nil && b.repl != nil {
+		if rec, ok := b.queueReg().placement(vhost, name); ok {
+			return Destination{b: b, away: errQueueElsewhere(vhost, name, rec)}, true
+		}
+	}
 	return Destination{q: q, s: s, b: b}, q != nil || s != nil
 }
 
 // shared reports whether d takes a fan-out's reference rather than a
 // copy: it is a durable classic or quorum queue (bodies.go).
-func (d Destination) shared() bool { return d.q != nil && d.q.Def().Durable }
+func (d Destination) shared() bool {
+	// A replicated queue's records are whole: the body log is this
+	// node's alone.
+	return d.q != nil && d.q.Def().Durable && !d.q.Def().LogState
+}
 
 // Queue is the destination's classic or quorum queue, nil for a stream.
 func (d Destination) Queue() *Queue { return d.q }
@@ -82,6 +95,10 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 		}
 	}
 	for _, d := range dsts {
+		if d.away != nil {
+			done(d.away)
+			continue
+		}
 		if d.q != nil {
 			if !refs || !d.shared() {
 				d.q.Publish(p.Record, p.Persistent, done)

@@ -69,7 +69,8 @@ type queueRegistry struct {
 	mu   struct {
 		sync.Mutex
 		queues        map[streamName]*Queue
-		nextTransient uint64 // directory ids of transient queues
+		placed        map[streamName]*placedQueue // in a cluster: the replicated queues (quorum_cluster.go)
+		nextTransient uint64                      // directory ids of transient queues
 	}
 	segmentSize int64     // log segment size; tests lower it before declaring
 	watchOnce   sync.Once // watchQueuePolicies
@@ -78,6 +79,7 @@ type queueRegistry struct {
 func newQueueRegistry() *queueRegistry {
 	r := &queueRegistry{segmentSize: queueSegmentSize}
 	r.mu.queues = map[streamName]*Queue{}
+	r.mu.placed = map[streamName]*placedQueue{}
 	return r
 }
 
@@ -100,6 +102,11 @@ type queueRecord struct {
 	Type       string `json:"type"`
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"` // encodeArgs
+	// In a cluster, a quorum queue's members, leader and the leader's
+	// epoch (quorum_cluster.go); empty for a node's own queue.
+	Members []string `json:"members,omitempty"`
+	Leader  string   `json:"leader,omitempty"`
+	Epoch   uint64   `json:"epoch,omitempty"`
 }
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,
@@ -116,6 +123,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		if q == nil {
 			if s, ok := b.LookupStream(def.VHost, def.Name); ok {
 				return nil, StreamMessageCount(s), 0, nil // a stream (stream_queue.go)
+			}
+			if _, ok := reg.placement(def.VHost, def.Name); ok {
+				return nil, 0, 0, nil // led by another node: its counts are there
 			}
 			return nil, 0, 0, errNoQueue(def.VHost, def.Name)
 		}
@@ -165,6 +175,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		m, c := q.Declared()
 		return q, m, c, nil
 	}
+	if rec, ok := reg.placement(def.VHost, def.Name); ok {
+		return nil, 0, 0, existingPlacedLocked(rec, def) // led by another node
+	}
 	quorumDef.Name = def.Name
 	if def, err = newQueueDef(def, quorumDef, serverNamed); err != nil {
 		return nil, 0, 0, err
@@ -177,6 +190,10 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 		owner = o.Owner
 	}
 	b.watchQueuePolicies()
+	if b.repl != nil && def.Type == QueueQuorum {
+		q, err = b.declareQuorumCluster(reg, def)
+		return q, 0, 0, err
+	}
 	q, err = b.createQueue(reg, def, owner)
 	if err != nil {
 		return nil, 0, 0, err
@@ -328,8 +345,12 @@ func (b *Broker) createQueue(reg *queueRegistry, def QueueDef, owner any) (*Queu
 
 // Queue returns an open queue, or a 404 *Error.
 func (b *Broker) Queue(vhost, name string) (*Queue, error) {
-	if q := b.queueReg().get(vhost, name); q != nil {
+	reg := b.queueReg()
+	if q := reg.get(vhost, name); q != nil {
 		return q, nil
+	}
+	if rec, ok := reg.placement(vhost, name); ok {
+		return nil, errQueueElsewhere(vhost, name, rec)
 	}
 	return nil, errNoQueue(vhost, name)
 }
@@ -357,6 +378,10 @@ func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bo
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	q := reg.get(vhost, name)
+	if _, placed := reg.placement(vhost, name); placed {
+		reg.opMu.Unlock()
+		return b.deleteQuorumCluster(q, vhost, name, ifUnused, ifEmpty)
+	}
 	if q == nil {
 		reg.opMu.Unlock()
 		return b.deleteStreamQueue(vhost, name) // a stream, or nothing
@@ -467,7 +492,23 @@ func (b *Broker) openQueues() error {
 	}
 	ids := map[uint64]bool{}
 	var opened []*Queue
+	var placed []queueRecord
 	for _, rec := range recs {
+		if len(rec.Members) > 0 {
+			// A replicated queue: opened in its role (quorum_cluster.go).
+			p := &placedQueue{rec: rec}
+			reg.mu.Lock()
+			reg.mu.placed[streamName{rec.VHost, rec.Name}] = p
+			reg.mu.Unlock()
+			if _, member := b.queueLogOptionsFor(rec); member {
+				ids[rec.ID] = true
+				if err := b.openPlacedLocked(reg, p); err != nil {
+					return fmt.Errorf("queues: open %s: %w", rs("queue", rec.Name, rec.VHost), err)
+				}
+			}
+			placed = append(placed, rec)
+			continue
+		}
 		args, err := decodeArgs(rec.Args)
 		if err != nil {
 			return fmt.Errorf("queues: %s: %w", rs("queue", rec.Name, rec.VHost), err)
@@ -499,6 +540,9 @@ func (b *Broker) openQueues() error {
 	b.removeOrphanQueues(ids)
 	for _, q := range opened {
 		b.topoQueueAdded(q.Def().VHost, q.Def().Name, true)
+	}
+	for _, rec := range placed {
+		b.topoQueueAdded(rec.VHost, rec.Name, true)
 	}
 	if err := b.topoQueuesRecovered(); err != nil {
 		return err
@@ -556,8 +600,19 @@ func (b *Broker) closeQueues() error {
 		qs = append(qs, q)
 	}
 	clear(reg.mu.queues)
+	var logs []*osiris.Stream
+	for _, p := range reg.mu.placed {
+		p.gen++ // a recovery in flight gives up
+		if p.log != nil {
+			logs = append(logs, p.log)
+			p.log = nil
+		}
+	}
 	reg.mu.Unlock()
 	var errs []error
+	for _, s := range logs {
+		errs = append(errs, s.Close())
+	}
 	for _, q := range qs {
 		if _, err := q.BeginShutdown(false, false); err != nil {
 			continue

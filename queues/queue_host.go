@@ -66,6 +66,15 @@ func (b *Broker) deleteQueueIf(q *Queue, what string, begin func() bool) {
 	def := q.Def()
 	reg := b.queueReg()
 	reg.opMu.Lock()
+	if def.LogState {
+		// A replicated queue: its leader (this node) decides, and every
+		// member deletes it when the deletion is applied.
+		reg.opMu.Unlock()
+		if _, err := b.deleteQuorumCluster(q, def.VHost, def.Name, what == "queues: auto-delete", false); err != nil {
+			b.log.Error(what, "vhost", def.VHost, "queue", def.Name, "err", err)
+		}
+		return
+	}
 	if reg.get(def.VHost, def.Name) != q || !begin() {
 		reg.opMu.Unlock()
 		return

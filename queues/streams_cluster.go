@@ -410,3 +410,71 @@ func (c *cmdStreamLeader) apply(b *Broker) (any, error) {
 	}
 	return nil, err
 }
+
+// Placement is where a replicated stream or quorum queue lives: what
+// cluster/node needs to pull replicas and move leaders, for both kinds.
+type Placement struct {
+	VHost   string
+	Name    string
+	Members []string
+	Leader  string
+	Epoch   uint64
+	Queue   bool // a quorum queue; a stream otherwise
+}
+
+func placementOfStream(def StreamDef) Placement {
+	return Placement{VHost: def.VHost, Name: def.Name, Members: def.Members, Leader: def.Leader, Epoch: def.Epoch}
+}
+
+// Placements returns the placement of every replicated stream and queue.
+func (b *Broker) Placements() []Placement {
+	var out []Placement
+	for _, def := range b.StreamPlacements() {
+		out = append(out, placementOfStream(def))
+	}
+	return append(out, b.QueuePlacements()...)
+}
+
+// PlacementOf returns the placement of a replicated stream or queue.
+func (b *Broker) PlacementOf(vhost, name string) (Placement, bool) {
+	if def, ok := b.StreamPlacement(vhost, name); ok {
+		return placementOfStream(def), true
+	}
+	if rec, ok := b.queueReg().placement(vhost, name); ok {
+		return placementOfQueue(rec), true
+	}
+	return Placement{}, false
+}
+
+// PlacedHere returns the placements of the replicated streams and
+// queues whose copies are open on this node.
+func (b *Broker) PlacedHere() []Placement {
+	var out []Placement
+	for _, def := range b.StreamsHere() {
+		out = append(out, placementOfStream(def))
+	}
+	for _, p := range b.QueuePlacements() {
+		if _, ok := b.queueLog(p.VHost, p.Name); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ReplicatedLog returns this node's copy of a replicated stream's or
+// queue's log, or ErrNotFound.
+func (b *Broker) ReplicatedLog(vhost, name string) (*osiris.Stream, error) {
+	if s, ok := b.queueLog(vhost, name); ok {
+		return s, nil
+	}
+	return b.Stream(vhost, name)
+}
+
+// MoveLeader proposes leader as the leader of p's stream or queue with
+// epoch (MoveStreamLeader, MoveQueueLeader).
+func (b *Broker) MoveLeader(p Placement, leader string, epoch uint64) error {
+	if p.Queue {
+		return b.MoveQueueLeader(p.VHost, p.Name, leader, epoch)
+	}
+	return b.MoveStreamLeader(p.VHost, p.Name, leader, epoch)
+}

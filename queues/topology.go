@@ -214,9 +214,10 @@ func (b *Broker) Bind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
 	}
-	if def.DestKind == DestQueue && b.repl != nil {
-		// Queues are still the declaring node's alone (not in the
-		// cluster's catalog yet), so are the bindings to them.
+	if def.DestKind == DestQueue && b.localDest(def.VHost, def.Dest) {
+		// Classic queues are still the declaring node's alone (not in
+		// the cluster's catalog yet), so are the bindings to them; those
+		// to replicated streams and queues are the cluster's.
 		_, err := (&cmdBind{bindingCmdDef(def)}).apply(b)
 		return err
 	}
@@ -243,6 +244,16 @@ func (c *cmdBind) apply(b *Broker) (any, error) {
 		return nil, nil
 	}
 	return nil, b.commitTopo(vt, &route.Change{AddB: []*route.Binding{bd}})
+}
+
+// localDest reports whether bindings to the queue or stream name are
+// this node's own: in a cluster, unless it is replicated.
+func (b *Broker) localDest(vhost, name string) bool {
+	if b.repl == nil {
+		return false
+	}
+	_, placed := b.PlacementOf(vhost, name)
+	return !placed
 }
 
 // endpoints resolves a binding's source and destination: 404 for the
@@ -272,7 +283,7 @@ func (b *Broker) Unbind(def BindingDef) error {
 	if def.Source == "" || def.DestKind == DestExchange && def.Dest == "" {
 		return errDefaultExchange()
 	}
-	if def.DestKind == DestQueue && b.repl != nil {
+	if def.DestKind == DestQueue && b.localDest(def.VHost, def.Dest) {
 		_, err := (&cmdUnbind{bindingCmdDef(def)}).apply(b) // as in Bind
 		return err
 	}

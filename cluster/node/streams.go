@@ -74,7 +74,7 @@ func (n *Node) startStreams(ctx context.Context) {
 	b := n.cfg.Broker
 	n.net.HandleConn(nodenet.LaneStream, func(from string, conn net.Conn) { n.serveReplica(ctx, from, conn) })
 	n.stopWatch = b.WatchStreams(func(vhost, name string) { n.streamOpened(ctx, vhost, name) })
-	for _, def := range b.StreamsHere() {
+	for _, def := range b.PlacedHere() {
 		n.streamOpened(ctx, def.VHost, def.Name)
 	}
 }
@@ -88,7 +88,7 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 		conn.Close()
 		return
 	}
-	s, err := n.cfg.Broker.Stream(vhost, name)
+	s, err := n.cfg.Broker.ReplicatedLog(vhost, name)
 	if purpose == purposeTail {
 		defer conn.Close()
 		var out [17]byte
@@ -115,7 +115,7 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 
 // streamOpened starts following the stream if this node is a replica.
 func (n *Node) streamOpened(ctx context.Context, vhost, name string) {
-	def, ok := n.cfg.Broker.StreamPlacement(vhost, name)
+	def, ok := n.cfg.Broker.PlacementOf(vhost, name)
 	if !ok || def.Leader == n.cfg.Name {
 		return
 	}
@@ -128,14 +128,14 @@ func (n *Node) streamOpened(ctx context.Context, vhost, name string) {
 
 // follow runs the replica's pull from the leader until the stream is
 // no longer open here or the node closes.
-func (n *Node) follow(ctx context.Context, def queues.StreamDef) {
+func (n *Node) follow(ctx context.Context, def queues.Placement) {
 	wait := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		s, err := n.cfg.Broker.Stream(def.VHost, def.Name)
+		s, err := n.cfg.Broker.ReplicatedLog(def.VHost, def.Name)
 		if err != nil {
 			return // deleted
 		}
-		if cur, ok := n.cfg.Broker.StreamPlacement(def.VHost, def.Name); !ok || cur.Leader != def.Leader || cur.Epoch != def.Epoch {
+		if cur, ok := n.cfg.Broker.PlacementOf(def.VHost, def.Name); !ok || cur.Leader != def.Leader || cur.Epoch != def.Epoch {
 			return
 		}
 		conn, err := n.net.Dial(ctx, def.Leader, nodenet.LaneStream)
@@ -188,9 +188,9 @@ type memberTail struct {
 }
 
 // tail asks member for its copy's log end (this node answers itself).
-func (n *Node) tail(ctx context.Context, def queues.StreamDef, member string) (memberTail, bool) {
+func (n *Node) tail(ctx context.Context, def queues.Placement, member string) (memberTail, bool) {
 	if member == n.cfg.Name {
-		s, err := n.cfg.Broker.Stream(def.VHost, def.Name)
+		s, err := n.cfg.Broker.ReplicatedLog(def.VHost, def.Name)
 		if err != nil {
 			return memberTail{}, false
 		}
@@ -245,7 +245,7 @@ func (n *Node) coordinate(ctx context.Context) {
 			continue
 		}
 		b := n.cfg.Broker
-		for _, def := range b.StreamPlacements() {
+		for _, def := range b.Placements() {
 			key := def.VHost + "\x00" + def.Name
 			if b.NodeUp(def.Leader) {
 				delete(down, key)
@@ -278,7 +278,7 @@ func (n *Node) coordinate(ctx context.Context) {
 			}
 			n.log.Warn("cluster: stream leader lost; moving it", "vhost", def.VHost, "stream", def.Name,
 				"from", def.Leader, "to", best.node, "epoch", def.Epoch+1)
-			if err := b.MoveStreamLeader(def.VHost, def.Name, best.node, def.Epoch+1); err != nil {
+			if err := b.MoveLeader(def, best.node, def.Epoch+1); err != nil {
 				n.log.Warn("cluster: stream leader not moved", "vhost", def.VHost, "stream", def.Name, "err", err)
 				continue
 			}

@@ -54,6 +54,10 @@ type Def struct {
 	Exclusive  bool
 	AutoDelete bool
 	Args       map[string]any
+	// LogState says the queue's ack state lives in its log (osiris
+	// tracking), not in the catalog: a replicated quorum queue's, so
+	// that every member's copy carries it.
+	LogState bool
 }
 
 // Message is a message published to queues.
@@ -1137,7 +1141,18 @@ func (q *Queue) BeginShutdown(ifUnused, ifEmpty bool) (int, error) {
 // cancelled (and told, when deleted), the dispatcher stops, publishes in
 // flight finish, and then the log is closed with the ack state persisted,
 // or deleted with it.
-func (q *Queue) FinishShutdown(deleted bool) error {
+func (q *Queue) FinishShutdown(deleted bool) error { return q.finishShutdown(deleted, deleted) }
+
+// FinishHandoff ends a queue that another instance (a replicated
+// queue's new leader) takes over, after BeginShutdown: as FinishShutdown
+// without deleting, but its consumers are told they were cancelled, as
+// they are when it is deleted.
+func (q *Queue) FinishHandoff() error { return q.finishShutdown(false, true) }
+
+// Log returns the queue's log.
+func (q *Queue) Log() *osiris.Stream { return q.log }
+
+func (q *Queue) finishShutdown(deleted, notify bool) error {
 	q.mu.Lock()
 	consumers := q.mu.consumers
 	q.mu.consumers = nil
@@ -1174,7 +1189,7 @@ func (q *Queue) FinishShutdown(deleted bool) error {
 	for _, w := range waiters {
 		w.fn() // the queue is gone: nothing more will be dead-lettered
 	}
-	if deleted {
+	if notify {
 		for _, c := range consumers {
 			c.sink.Cancelled(q, c.tag)
 		}

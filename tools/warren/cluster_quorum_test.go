@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// placement is what /api/queues says of a replicated queue.
+type placement struct {
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+	Online  []string `json:"online"`
+	Type    string   `json:"type"`
+}
+
+// queuePlacement asks n's management API where vhost "/"'s queue is.
+func (n *clusterNode) queuePlacement(t *testing.T, name string) (placement, bool) {
+	code, body := n.api(t, "GET", "/api/queues/%2F/"+url.PathEscape(name), "")
+	if code != 200 {
+		return placement{}, false
+	}
+	var p placement
+	if json.Unmarshal([]byte(body), &p) != nil {
+		return placement{}, false
+	}
+	return p, true
+}
+
+// nodeNamed returns the node of nodes called name.
+func nodeNamed(t *testing.T, nodes []*clusterNode, name string) *clusterNode {
+	t.Helper()
+	for _, n := range nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	t.Fatalf("no node %q", name)
+	return nil
+}
+
+// amqpChannel dials n and opens a channel, closed at the end of the test.
+func amqpChannel(t *testing.T, n *clusterNode) (*amqp091.Connection, *amqp091.Channel) {
+	t.Helper()
+	conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
+	if err != nil {
+		t.Fatalf("dial %s: %v", n.name, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, ch
+}
+
+// publishQueueConfirmed publishes q-from … q-(to-1) persistent to queue
+// name through the default exchange on n and waits for every confirm,
+// failing on a nack.
+func publishQueueConfirmed(t *testing.T, n *clusterNode, name string, from, to int) {
+	t.Helper()
+	_, ch := amqpChannel(t, n)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var cs []*amqp091.DeferredConfirmation
+	for i := from; i < to; i++ {
+		dc, err := ch.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{
+			DeliveryMode: amqp091.Persistent, Body: fmt.Appendf(nil, "q-%04d", i)})
+		if err != nil {
+			t.Fatalf("publish %d on %s: %v", i, n.name, err)
+		}
+		cs = append(cs, dc)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, dc := range cs {
+		ok, err := dc.WaitContext(ctx)
+		if err != nil || !ok {
+			t.Fatalf("message %d on %s: confirmed %v, %v", from+i, n.name, ok, err)
+		}
+	}
+	ch.Close()
+}
+
+// received is a delivery's body and redelivered flag.
+type received struct {
+	body        string
+	redelivered bool
+}
+
+// consumeQueue takes count messages of queue name on n (prefetch count)
+// and acks them when ack is set; it leaves them unacked otherwise, for
+// the caller's channel close to return them.
+// A new leader opens the queue once a majority holds its log: until
+// then the consume is refused (404) and tried again.
+func consumeQueue(t *testing.T, n *clusterNode, name string, count int, ack bool) []received {
+	t.Helper()
+	var conn *amqp091.Connection
+	var ds <-chan amqp091.Delivery
+	waitFor(t, "the queue to take a consumer on "+n.name, 10*time.Second, func() bool {
+		var ch *amqp091.Channel
+		conn, ch = amqpChannel(t, n)
+		if err := ch.Qos(count, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if ds, err = ch.Consume(name, "", false, false, false, false, nil); err != nil {
+			conn.Close()
+			return false
+		}
+		return true
+	})
+	defer conn.Close()
+	var got []received
+	timeout := time.After(30 * time.Second)
+	for len(got) < count {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				t.Fatalf("%s: consumer ended after %d of %d messages\nstderr:\n%s", n.name, len(got), count, n.stderr.String())
+			}
+			got = append(got, received{string(d.Body), d.Redelivered})
+			if ack {
+				if err := d.Ack(false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case <-timeout:
+			t.Fatalf("%s: %d of %d messages in 30 s", n.name, len(got), count)
+		}
+	}
+	return got
+}
+
+// checkRun fails unless got is q-from … in order.
+func checkRun(t *testing.T, what string, got []received, from int) {
+	t.Helper()
+	for i, r := range got {
+		if want := fmt.Sprintf("q-%04d", from+i); r.body != want {
+			t.Fatalf("%s: message %d = %q, want %q", what, i, r.body, want)
+		}
+	}
+}
+
+// waitLeader waits until every node of asked shows queue name led by a
+// node other than not, and returns it.
+func waitLeader(t *testing.T, asked []*clusterNode, name, not string) string {
+	t.Helper()
+	var leader string
+	waitFor(t, "a leader other than "+not, 30*time.Second, func() bool {
+		leader = ""
+		for _, n := range asked {
+			p, ok := n.queuePlacement(t, name)
+			if !ok || p.Leader == not || leader != "" && p.Leader != leader {
+				return false
+			}
+			leader = p.Leader
+		}
+		return true
+	})
+	return leader
+}
+
+// A quorum queue declared on n1 is led by n1 and held by all three
+// nodes. The other nodes know it (declare, the management API) but do
+// not run it: publishing there is refused with a nack, consuming with
+// the leader named. Its leader killed, another member leads it within
+// seconds with every confirmed message and the acks that were made; the
+// old leader back follows; the next leader killed, the queue moves again
+// and still holds every message, the unacked ones redelivered.
+func TestClusterQuorumQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n2 := nodes[0], nodes[1]
+	const name = "qq"
+	_, ch1 := amqpChannel(t, n1)
+	if _, err := ch1.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		// The declare returns once applied on n1; the others apply it
+		// soon after.
+		waitFor(t, n.name+" to know the queue", 10*time.Second, func() bool {
+			_, ok := n.queuePlacement(t, name)
+			return ok
+		})
+		p, _ := n.queuePlacement(t, name)
+		if p.Leader != "n1" || !slices.Equal(p.Members, []string{"n1", "n2", "n3"}) || p.Type != "quorum" {
+			t.Fatalf("%s: placement %+v, want n1 leading n1, n2, n3", n.name, p)
+		}
+	}
+
+	// n2 knows the queue but does not run it.
+	_, ch2 := amqpChannel(t, n2)
+	if _, err := ch2.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatalf("redeclare on n2: %v", err)
+	}
+	if err := ch2.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch2.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{Body: []byte("lost?")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ok, err := dc.WaitContext(ctx); err != nil || ok {
+		t.Fatalf("publish on n2: confirmed %v, %v; want a nack", ok, err)
+	}
+	_, err = ch2.Consume(name, "", false, false, false, false, nil)
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != 404 || !strings.Contains(ae.Reason, "led by node 'n1'") {
+		t.Fatalf("consume on n2: %v; want 404 naming n1", err)
+	}
+
+	publishQueueConfirmed(t, n1, name, 0, 500)
+	checkRun(t, "n1", consumeQueue(t, n1, name, 200, true), 0)
+	// The acks reach the log (and so the replicas) within the ack
+	// state's persist interval (100 ms).
+	time.Sleep(500 * time.Millisecond)
+
+	n1.kill()
+	killed := time.Now()
+	leader := waitLeader(t, nodes[1:], name, "n1")
+	t.Logf("%s leads after n1's kill, %v later", leader, time.Since(killed).Round(100*time.Millisecond))
+	ln := nodeNamed(t, nodes, leader)
+	got := consumeQueue(t, ln, name, 300, false) // closed unacked: returned
+	checkRun(t, leader, got, 200)
+	publishQueueConfirmed(t, ln, name, 500, 600)
+
+	n1.start(t)
+	waitFor(t, "n1 to know the new leader", 30*time.Second, func() bool {
+		p, ok := n1.queuePlacement(t, name)
+		return ok && p.Leader == leader
+	})
+	// Let n1's copy catch up before the leader goes: the move needs the
+	// longest log among a majority.
+	time.Sleep(time.Second)
+	ln.kill()
+	killed = time.Now()
+	var rest []*clusterNode
+	for _, n := range nodes {
+		if n != ln {
+			rest = append(rest, n)
+		}
+	}
+	leader2 := waitLeader(t, rest, name, leader)
+	t.Logf("%s leads after %s's kill, %v later", leader2, leader, time.Since(killed).Round(100*time.Millisecond))
+	got = consumeQueue(t, nodeNamed(t, nodes, leader2), name, 400, true)
+	checkRun(t, leader2, got, 200)
+	for i, r := range got {
+		if want := i < 300; r.redelivered != want {
+			t.Fatalf("message %s: redelivered %v, want %v", r.body, r.redelivered, want)
+		}
+	}
+}
