@@ -69,6 +69,25 @@
 //	| 0   | id len u8 | id  | chunk id u64 | seq u64 |
 //	+-----+-----------+-----+--------------+---------+
 //
+// The stream's state (StoreState, State; Warren's own, not Osiris's) is
+// one opaque blob, in a delta chunk of its own and, when there is one,
+// last in every snapshot; the id is empty (ignored when read). A stream
+// that never stored a state has no such record, so the formats above are
+// unchanged for it:
+//
+//	+-----+-----------+-----+------------+------+
+//	| 3   | id len u8 | id  | length u32 | blob |
+//	+-----+-----------+-----+------------+------+
+//
+// StoreState's blob is written with the writer's next cycle (the newest
+// of those queued before it), after the cycle's user chunks; its done is
+// called as a batch's Done would be (synced under FsyncAlways; on a
+// replicated leader, once committed). The newest state is in the last
+// segment (a snapshot carries it), so truncation and retention keep it
+// and a replica, which applies it from the chunks it appends, has it
+// when it is promoted. A queue (package queues/classic) keeps its ack
+// state there when its log is replicated.
+//
 // # Reading
 //
 // A Reader starts at an OffsetSpec (first, last, next, an offset, a

@@ -284,8 +284,7 @@ func (w *writer) reload() error {
 	}
 	t := w.s.track
 	t.mu.Lock()
-	clear(t.offsets)
-	clear(t.sequences)
+	t.clearLocked()
 	t.mu.Unlock()
 	if err := w.recoverTracking(); err != nil {
 		w.werr = err

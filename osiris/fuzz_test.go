@@ -20,19 +20,21 @@ import (
 // last segment has a damaged tail. Crashers the fuzzer finds are kept in
 // testdata/fuzz/<target> and run as regression tests by go test.
 
-// trackingState is a comparable copy of a tracking's maps.
+// trackingState is a comparable copy of a tracking's maps and state.
 type trackingState struct {
 	offsets   map[string]uint64
 	sequences map[string]sequence
+	state     []byte
 }
 
 // REQUIRES: t.mu held.
 func (t *tracking) stateLocked() trackingState {
-	return trackingState{maps.Clone(t.offsets), maps.Clone(t.sequences)}
+	return trackingState{maps.Clone(t.offsets), maps.Clone(t.sequences), t.state}
 }
 
 func (s trackingState) equal(o trackingState) bool {
-	return maps.Equal(s.offsets, o.offsets) && maps.Equal(s.sequences, o.sequences)
+	return maps.Equal(s.offsets, o.offsets) && maps.Equal(s.sequences, o.sequences) &&
+		(s.state == nil) == (o.state == nil) && bytes.Equal(s.state, o.state)
 }
 
 // snapshotSeed encodes a snapshot of the given state.
@@ -55,6 +57,10 @@ func FuzzTrackingSnapshot(f *testing.F) {
 	f.Add(appendRecord(nil, trackTimestamp, "ts", 12345))
 	f.Add([]byte{trackSequence, 3, 'a', 'b'})
 	f.Add([]byte{9, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(appendStateRecord(snapshotSeed(nil, map[string]uint64{"c": 7}), []byte("queue state")))
+	f.Add(appendStateRecord(nil, nil))
+	f.Add([]byte{trackState, 0, 0, 0, 0, 9, 'x'})
+	f.Add([]byte{trackState, 2, 'i', 'd', 0, 0, 0, 1, 'x'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tr := newTracking()
 		tr.mu.Lock()
@@ -98,6 +104,9 @@ func FuzzTrackingRecords(f *testing.F) {
 	f.Add([]byte{trackOffset, 0, 0, 0, 0, 0, 0, 0, 0, 1}, uint64(1<<63))
 	f.Add([]byte{trackOffset, 200, 'x'}, uint64(0))
 	f.Add([]byte{7, 0, 0, 0, 0, 0, 0, 0, 0, 0}, uint64(0))
+	f.Add(appendStateRecord(appendRecord(nil, trackOffset, "c", 3), []byte("s")), uint64(9))
+	f.Add(appendStateRecord(appendStateRecord(nil, []byte("old")), []byte{}), uint64(9))
+	f.Add([]byte{trackState, 0, 0xff, 0xff, 0xff, 0xff}, uint64(1))
 	f.Fuzz(func(t *testing.T, b []byte, chunkID uint64) {
 		tr := newTracking()
 		tr.mu.Lock()
@@ -131,6 +140,9 @@ func FuzzTrackingRecords(f *testing.F) {
 		}
 		for _, ref := range slices.Sorted(maps.Keys(want.offsets)) {
 			enc = appendRecord(enc, trackOffset, ref, want.offsets[ref])
+		}
+		if want.state != nil {
+			enc = appendStateRecord(enc, want.state)
 		}
 		tr2 := newTracking()
 		if err := tr2.applyRecordsLocked(enc, chunkID); err != nil {

@@ -47,7 +47,7 @@ func (s *Stream) claimWriterLocked() bool {
 // pendingLocked reports whether work is queued for the writer.
 // REQUIRES: s.q held.
 func (s *Stream) pendingLocked() bool {
-	return len(s.q.batches) > 0 || len(s.q.offsets) > 0 || len(s.q.requests) > 0
+	return len(s.q.batches) > 0 || len(s.q.offsets) > 0 || s.q.state.set || len(s.q.requests) > 0
 }
 
 // notify wakes the writer after work was queued: it starts the writer

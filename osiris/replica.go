@@ -270,11 +270,13 @@ type commitPoint struct {
 	lastUser int64        // last user chunk at or before it, -1 when none
 }
 
-// waitingBatch is a written batch waiting for the commit offset.
+// waitingBatch is a written batch, or a written state (StoreState),
+// waiting for the commit offset.
 type waitingBatch struct {
-	b    *Batch
-	r    Result
-	need uint64 // committed when the committed log's next offset reaches it
+	b     *Batch
+	r     Result
+	state func(error) // a state's done, instead of b
+	need  uint64      // committed when the committed log's next offset reaches it
 }
 
 // written is the written log as ServeReplica reads it: published by the
@@ -431,7 +433,9 @@ func (w *writer) releaseWaiting() {
 	}
 	i := 0
 	for ; i < len(w.waiting) && w.waiting[i].need <= w.pub.next; i++ {
-		if b := w.waiting[i].b; b.Done != nil {
+		if done := w.waiting[i].state; done != nil {
+			done(nil)
+		} else if b := w.waiting[i].b; b.Done != nil {
 			b.Done(w.waiting[i].r)
 		}
 	}
@@ -442,8 +446,11 @@ func (w *writer) releaseWaiting() {
 // failWaiting fails the batches still waiting for the commit offset.
 func (w *writer) failWaiting(err error) {
 	for _, wb := range w.waiting {
-		if wb.b.Done != nil {
-			wb.b.Done(Result{Err: fmt.Errorf("osiris: %s: not committed: %w", w.s.dir, err)})
+		err := fmt.Errorf("osiris: %s: not committed: %w", w.s.dir, err)
+		if wb.state != nil {
+			wb.state(err)
+		} else if wb.b.Done != nil {
+			wb.b.Done(Result{Err: err})
 		}
 	}
 	w.waiting = nil
@@ -596,5 +603,5 @@ func (w *writer) replicaRollDue(h *segment.Header, cfg *Config) bool {
 	t := w.s.track
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.offsets) == 0 && len(t.sequences) == 0
+	return t.emptyLocked()
 }

@@ -174,6 +174,9 @@ func trackingOf(s *Stream) string {
 	for _, p := range s.Producers() {
 		fmt.Fprintf(&b, "producer %s=%d@%d\n", p.Reference, p.LastPublishingID, p.LastChunkID)
 	}
+	if st := s.State(); st != nil {
+		fmt.Fprintf(&b, "state %x\n", st)
+	}
 	return b.String()
 }
 

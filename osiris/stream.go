@@ -106,7 +106,8 @@ type Stream struct {
 		sync.Mutex
 		batches  []*Batch
 		offsets  []offsetUpdate
-		requests []func() // run by the writer goroutine
+		state    stateUpdate // StoreState's newest blob, when set
+		requests []func()    // run by the writer goroutine
 		closed   bool
 		running  bool // the writer role is held (see idle.go)
 		// plainNext is the offset the next submitted record gets, true
@@ -134,6 +135,15 @@ type Stream struct {
 type offsetUpdate struct {
 	ref    string
 	offset uint64
+}
+
+// stateUpdate is the state blob StoreState queued for the next cycle,
+// with the callbacks of every StoreState since the last cycle (the
+// newest blob stands for them all).
+type stateUpdate struct {
+	blob  []byte
+	set   bool
+	dones []func(error)
 }
 
 // Create makes a new stream in dir (created if need be; it must not hold a
@@ -204,7 +214,7 @@ func Open(dir string, opts Options) (*Stream, error) {
 	}
 	s.q.Lock()
 	s.track.mu.Lock()
-	s.q.plain = len(s.track.offsets) == 0 && len(s.track.sequences) == 0
+	s.q.plain = s.track.emptyLocked()
 	s.track.mu.Unlock()
 	s.q.plainNext = w.next
 	if s.opts.IdleTimeout > 0 {
@@ -360,6 +370,51 @@ func (s *Stream) StoreOffset(ref string, offset uint64) error {
 	s.track.mu.Unlock()
 	s.q.plain = false
 	s.q.offsets = append(s.q.offsets, offsetUpdate{ref, offset})
+	start := s.claimWriterLocked()
+	s.q.Unlock()
+	s.notify(start)
+	return nil
+}
+
+// StoreState queues blob, the stream's state, to be written to the log
+// in a tracking-delta chunk with the writer's next cycle, and calls done
+// (when not nil) once that chunk is as durable as the stream's appends
+// are when their Batch.Done is called: written, and synced if the fsync
+// policy asks, on a single node; committed (held by a majority) on a
+// replicated leader. When several StoreStates are queued before the
+// writer runs, only the newest blob is written, and done of each is
+// called with its outcome. done gets an error instead when the write
+// fails or the stream closes before the chunk commits; it is called on
+// the writer goroutine, with no lock of the stream held, and must not
+// block. When StoreState returns an error (ErrClosed, ErrNotLeader on a
+// replica, ErrStateTooLarge), done is not called.
+//
+// The state travels with the log: a replica applies it from the chunks
+// it appends, every tracking snapshot (the first chunk of each segment
+// rolled to) carries it, so truncation and retention never lose it, and
+// State returns it after Open. The stream keeps blob: the caller must
+// not modify it afterwards. Like StoreOffset, a stored state makes the
+// stream's offsets no longer its records' alone (SubmitCounted).
+func (s *Stream) StoreState(blob []byte, done func(error)) error {
+	if len(blob) > MaxStateLen {
+		return ErrStateTooLarge
+	}
+	if s.isReplica() {
+		return ErrNotLeader
+	}
+	s.q.Lock()
+	if s.q.closed {
+		s.q.Unlock()
+		return ErrClosed
+	}
+	if blob == nil {
+		blob = []byte{} // a stored state is never nil (State: nil is none)
+	}
+	s.q.state.blob, s.q.state.set = blob, true
+	if done != nil {
+		s.q.state.dones = append(s.q.state.dones, done)
+	}
+	s.q.plain = false
 	start := s.claimWriterLocked()
 	s.q.Unlock()
 	s.notify(start)

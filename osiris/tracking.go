@@ -16,14 +16,30 @@ const (
 	trackSequence  = 0
 	trackOffset    = 1
 	trackTimestamp = 2 // written by Osiris; read and ignored here
+	// trackState is Warren's own: the stream's state blob (StoreState).
+	// Its value is a u32 length and that many bytes instead of a u64.
+	trackState = 3
 
 	// maxSnapshotSequences is how many producer sequences a snapshot keeps
 	// (the newest by chunk id), as Osiris does.
 	maxSnapshotSequences = 255
 )
 
-// ErrInvalidTracking marks tracking bytes that do not parse.
-var ErrInvalidTracking = errors.New("osiris: invalid tracking data")
+// MaxStateLen bounds the state blob of StoreState: it must fit in a
+// tracking chunk (segment.MaxDataLen) with the rest of a snapshot.
+const MaxStateLen = 64 << 20
+
+// Compile-time check: a snapshot holding the largest state still fits.
+const _ = uint(segment.MaxDataLen - 2*MaxStateLen)
+
+// Errors of tracking.
+var (
+	// ErrInvalidTracking marks tracking bytes that do not parse.
+	ErrInvalidTracking = errors.New("osiris: invalid tracking data")
+	// ErrStateTooLarge is returned by StoreState for a blob over
+	// MaxStateLen bytes.
+	ErrStateTooLarge = errors.New("osiris: state larger than MaxStateLen")
+)
 
 // sequence is a producer's last publishing id and the chunk that holds it.
 type sequence struct {
@@ -38,6 +54,9 @@ type tracking struct {
 	offsets   map[string]uint64   // consumer reference -> stored offset
 	sequences map[string]sequence // producer reference -> last id
 	dups      map[string]uint64   // producer reference -> duplicates dropped since open
+	// state is the newest state blob (StoreState) written or replayed;
+	// nil when the stream has none. Never changed in place: replaced.
+	state []byte
 }
 
 func newTracking() *tracking {
@@ -77,6 +96,32 @@ func (s *Stream) Producers() []ProducerState {
 	return out
 }
 
+// State returns the stream's newest state blob (see StoreState): on a
+// leader or single node the last one written (replayed from the log at
+// Open), on a replica the last one in the chunks it appended. nil when
+// the stream has none. The caller must not modify it.
+func (s *Stream) State() []byte {
+	t := s.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state
+}
+
+// empty reports whether the tracking holds nothing: no offsets, no
+// sequences, no state.
+// REQUIRES: t.mu held.
+func (t *tracking) emptyLocked() bool {
+	return len(t.offsets) == 0 && len(t.sequences) == 0 && t.state == nil
+}
+
+// clearLocked empties the tracking (dups, counted since open, stay).
+// REQUIRES: t.mu held.
+func (t *tracking) clearLocked() {
+	clear(t.offsets)
+	clear(t.sequences)
+	t.state = nil
+}
+
 func (t *tracking) offset(ref string) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -95,6 +140,27 @@ func appendRecord(dst []byte, typ byte, id string, v uint64) []byte {
 	dst = append(dst, typ, byte(len(id)))
 	dst = append(dst, id...)
 	return binary.BigEndian.AppendUint64(dst, v)
+}
+
+// appendStateRecord appends a state record (trackState) holding blob,
+// with an empty reference.
+func appendStateRecord(dst, blob []byte) []byte {
+	dst = append(dst, trackState, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(blob)))
+	return append(dst, blob...)
+}
+
+// parseState parses the value of a state record at the start of b (after
+// its reference): it returns a copy of the blob and the bytes after it.
+func parseState(b []byte) (blob, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, b, false
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, b, false
+	}
+	return append([]byte{}, b[4:4+n]...), b[4+n:], true
 }
 
 // appendSnapshot appends the snapshot body of t. Offsets below first are
@@ -140,6 +206,9 @@ func (t *tracking) appendSnapshotLocked(dst []byte, first uint64) []byte {
 	for _, ref := range offs {
 		dst = appendRecord(dst, trackOffset, ref, t.offsets[ref])
 	}
+	if t.state != nil {
+		dst = appendStateRecord(dst, t.state)
+	}
 	return dst
 }
 
@@ -157,6 +226,14 @@ func compareStrings(a, b string) int {
 // REQUIRES: t.mu held.
 func (t *tracking) applyRecordsLocked(b []byte, chunkID uint64) error {
 	for len(b) > 0 {
+		if len(b) >= 2 && b[0] == trackState && len(b) >= 2+int(b[1]) {
+			blob, rest, ok := parseState(b[2+int(b[1]):])
+			if !ok {
+				return fmt.Errorf("chunk %d: state record of %d bytes: %w", chunkID, len(b), ErrInvalidTracking)
+			}
+			t.state, b = blob, rest
+			continue
+		}
 		if len(b) < 2 || len(b) < 2+int(b[1])+8 {
 			return fmt.Errorf("chunk %d: tracking record of %d bytes: %w", chunkID, len(b), ErrInvalidTracking)
 		}
@@ -179,13 +256,20 @@ func (t *tracking) applyRecordsLocked(b []byte, chunkID uint64) error {
 // loadSnapshot replaces the state with a snapshot body.
 // REQUIRES: t.mu held.
 func (t *tracking) loadSnapshotLocked(b []byte, chunkID uint64) error {
-	clear(t.offsets)
-	clear(t.sequences)
+	t.clearLocked()
 	for len(b) > 0 {
 		if len(b) < 2 {
 			return fmt.Errorf("chunk %d: snapshot record of %d bytes: %w", chunkID, len(b), ErrInvalidTracking)
 		}
 		typ, n := b[0], int(b[1])
+		if typ == trackState && len(b) >= 2+n {
+			blob, rest, ok := parseState(b[2+n:])
+			if !ok {
+				return fmt.Errorf("chunk %d: state record of %d bytes: %w", chunkID, len(b), ErrInvalidTracking)
+			}
+			t.state, b = blob, rest
+			continue
+		}
 		size := 2 + n + 8
 		if typ == trackSequence {
 			size += 8

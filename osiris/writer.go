@@ -60,6 +60,8 @@ type writer struct {
 	trailer       []byte   // trailer scratch
 	seqs          []seqRec // producer sequences in the chunk being built
 	offsets       []offsetUpdate
+	state         []byte // a state blob to write with the next delta, when hasState
+	hasState      bool
 	chunkID       uint64 // id of the chunk being built
 	toSeal        []sealing
 	rolledInCycle bool
@@ -313,14 +315,14 @@ func (w *writer) run() {
 		}
 		q := &w.s.q
 		q.Lock()
-		batches, offsets, requests, closed := q.batches, q.offsets, q.requests, q.closed
-		q.batches, q.offsets, q.requests = nil, nil, nil
+		batches, offsets, state, requests, closed := q.batches, q.offsets, q.state, q.requests, q.closed
+		q.batches, q.offsets, q.state, q.requests = nil, nil, stateUpdate{}, nil
 		q.Unlock()
-		if len(batches) > 0 || len(offsets) > 0 {
+		if len(batches) > 0 || len(offsets) > 0 || state.set {
 			if w.s.opts.BeforeCycle != nil {
 				w.s.opts.BeforeCycle()
 			}
-			w.cycle(batches, offsets)
+			w.cycle(batches, offsets, state)
 		}
 		for _, fn := range requests {
 			fn()
@@ -330,21 +332,25 @@ func (w *writer) run() {
 			// everything; Close syncs and closes.
 			return
 		}
-		if len(batches) > 0 || len(offsets) > 0 || len(requests) > 0 {
+		if len(batches) > 0 || len(offsets) > 0 || state.set || len(requests) > 0 {
 			w.work++
 		}
 	}
 }
 
 // cycle writes one group of batches and tracking updates and confirms them.
-func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
+func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate, state stateUpdate) {
 	w.offsets = append(w.offsets, offsets...)
 	if err := w.resume(); err != nil {
-		// The offsets stay pending for the next cycle.
+		// The offsets stay pending for the next cycle; a state is
+		// failed (its owner stores it again).
 		for _, b := range batches {
 			if b.Done != nil {
 				b.Done(Result{Err: err})
 			}
+		}
+		for _, done := range state.dones {
+			done(err)
 		}
 		return
 	}
@@ -361,11 +367,15 @@ func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 	w.cycleEntries = 0
 	if w.werr == nil {
 		w.finishChunk()
-		if len(w.offsets) > 0 {
-			// No user chunk carried them in its trailer.
+		if state.set {
+			w.state, w.hasState = state.blob, true
+		}
+		if len(w.offsets) > 0 || w.hasState {
+			// No user chunk carried them in its trailer (a state
+			// always goes in a delta chunk of its own).
 			w.writeDelta(cfg)
 		}
-		sync := len(offsets) > 0
+		sync := len(offsets) > 0 || state.set
 		for _, b := range batches {
 			sync = sync || !b.NoSync
 		}
@@ -383,6 +393,16 @@ func (w *writer) cycle(batches []*Batch, offsets []offsetUpdate) {
 		}
 		if b.Done != nil {
 			b.Done(r)
+		}
+	}
+	for _, done := range state.dones {
+		switch {
+		case w.werr != nil:
+			done(w.werr)
+		case w.s.repl != nil:
+			w.waiting = append(w.waiting, waitingBatch{state: done, need: w.next})
+		default:
+			done(nil)
 		}
 	}
 	if w.s.repl != nil {
@@ -552,7 +572,8 @@ func (w *writer) writeTracking(typ segment.ChunkType, body []byte) {
 	w.addedChunk(h)
 }
 
-// writeDelta writes the pending stored offsets as a tracking-delta chunk.
+// writeDelta writes the pending stored offsets and state as a
+// tracking-delta chunk.
 func (w *writer) writeDelta(cfg *Config) {
 	var body []byte
 	for _, o := range w.offsets {
@@ -560,10 +581,19 @@ func (w *writer) writeDelta(cfg *Config) {
 	}
 	w.offsets = w.offsets[:0]
 	if w.needsRoll() || w.active.Count()+len(w.hdrs) >= cfg.MaxSegmentChunks {
+		// The roll's snapshot carries the state before this one.
 		if err := w.roll(cfg); err != nil {
 			w.werr = err
 			return
 		}
+	}
+	if w.hasState {
+		body = appendStateRecord(body, w.state)
+		t := w.s.track
+		t.mu.Lock()
+		t.state = w.state
+		t.mu.Unlock()
+		w.state, w.hasState = nil, false
 	}
 	w.writeTracking(segment.ChunkTrackingDelta, body)
 }

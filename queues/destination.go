@@ -38,11 +38,17 @@ func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 }
 
 // shared reports whether d takes a fan-out's reference rather than a
-// copy: it is a durable classic or quorum queue (bodies.go).
+// copy: it is a durable classic or quorum queue (bodies.go) whose ack
+// state is not in its log. A LogState queue's log is replicated, and a
+// reference into the vhost's body log, which is this node's alone,
+// would mean nothing on the member that takes over: its records must be
+// self-contained.
 func (d Destination) shared() bool {
-	// A replicated queue's records are whole: the body log is this
-	// node's alone.
-	return d.q != nil && d.q.Def().Durable && !d.q.Def().LogState
+	if d.q == nil {
+		return false
+	}
+	def := d.q.Def()
+	return def.Durable && !def.LogState
 }
 
 // Queue is the destination's classic or quorum queue, nil for a stream.

@@ -7,8 +7,9 @@
 // (settled messages kept in the log within x-history-max-age and
 // x-history-max-length-bytes, readable like a stream). A durable
 // queue's ack state is kept in memory and persisted in batches by the
-// broker's Persister; after a crash, what was delivered but not acked is
-// redelivered, never lost.
+// broker's Persister (in the catalog, or, for a replicated quorum queue,
+// in the queue's own log); after a crash, what was delivered but not
+// acked is redelivered, never lost.
 //
 // The broker (package queues) owns the registry: it creates a queue's
 // log and calls New, or reopens it and calls Recover, registers the
@@ -137,6 +138,22 @@
 // have been delivered (persist.go). The counts are a quorum queue's
 // delivery counts, an empty list for a classic queue. What recovery makes
 // of the ack state and the log is in recover.go.
+//
+// A queue whose Def has LogState (a replicated quorum queue) keeps the
+// same ack state, byte for byte, in its own log instead, as the log's
+// state blob (osiris.Stream.StoreState: a tracking-delta chunk, and the
+// tracking snapshot that starts each segment; package osiris documents
+// the record). Its members replicate the log, so a replica promoted to
+// leader recovers the queue from its own copy (Recover reads
+// osiris.Stream.State). The persister writes it at the same moments as
+// a catalog state, and counts it on disk once the log has committed it
+// (persist.go); nothing is under qa/<id> for such a queue, and deleting
+// it deletes only its log. The state's chunks take log offsets between
+// the messages; a queue settles the offsets that hold no message as it
+// stores the batch after them (queue.go), and recovery does the same,
+// so the head passes them and old segments are deleted as usual. Its
+// records are never references (fan-out by reference): the body log is
+// the node's own, and a promoted member would not have it.
 //
 // # History
 //

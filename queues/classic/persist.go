@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues/qerr"
 )
 
@@ -59,6 +60,22 @@ import (
 // taker never goes past what is on disk, whichever of the old and the new
 // state a crash leaves there.
 //
+// A LogState queue (a replicated quorum queue) keeps its ack state in
+// its own log instead, as osiris tracking (Stream.StoreState), so that
+// its replicas hold it and a replica promoted to leader recovers from
+// it. The flush encodes it as any other and hands it to the log; its
+// bounds are raised when the log reports the state as durable as its
+// messages (committed, on a replicated log: "on disk" above means that),
+// in StoreState's callback. The flush waits for those writes, a bounded
+// time (logStateWait), alongside its pebble batch. Ordering needs no
+// more than for the catalog: the log's writer applies StoreStates in the
+// order they were issued, and they are issued under flushMu in the order
+// encoded, so an older state never lands after a newer one. A write
+// that did not land within logStateWait lands (or fails) later by
+// itself; until it has, the queue is not encoded again
+// (Queue.mu.stateWriting), so that the state that raises the bounds is
+// always the newest encoded.
+//
 // Lock order: Queue.persistMu → Persister.flushMu → Queue.mu →
 // Persister.mu.
 
@@ -68,6 +85,11 @@ const (
 	// is reserved ahead of the deliveries of a queue in use.
 	minMarkStride = 256
 	maxMarkStride = 1 << 18
+
+	// logStateWait bounds how long a flush, or a closing queue, waits
+	// for a LogState queue's state to land in its log (a replicated log
+	// without a majority commits nothing).
+	logStateWait = 2 * time.Second
 )
 
 // errPersistWait is take's answer when the next message may go out only
@@ -235,11 +257,30 @@ func (p *Persister) flush() {
 	batch := p.db.NewBatch()
 	defer batch.Close()
 	ws := make([]stateWrite, 0, len(qs))
+	var logs []stateWrite // LogState queues: written to their own logs
+	skipped := false      // a LogState queue's previous write has not landed
 	buf := p.buf[:0]
 	for _, q := range qs {
 		q.mu.Lock()
 		if q.mu.persistDone {
 			q.mu.Unlock()
+			continue
+		}
+		if q.def.LogState {
+			if q.mu.stateWriting {
+				// Encode it once that write has landed (see the top
+				// of this file); it stays dirty, for a later flush.
+				p.add(q)
+				skipped = true
+				q.mu.Unlock()
+				continue
+			}
+			var w stateWrite
+			w.val, w.mark, w.cover = q.encodeStateLocked(nil, false) // the log keeps it
+			q.mu.stateWriting = true
+			q.mu.Unlock()
+			w.q = q
+			logs = append(logs, w)
 			continue
 		}
 		start := len(buf)
@@ -249,35 +290,112 @@ func (p *Persister) flush() {
 		w.q, w.val = q, buf[start:]
 		ws = append(ws, w)
 	}
+	// Issued in the order encoded, under flushMu (see the top of this
+	// file); they are written while the batch below commits.
+	var logLanded chan error
+	if len(logs) > 0 {
+		logLanded = make(chan error, len(logs))
+	}
+	for _, w := range logs {
+		done := w.q.logStateDone(w.mark, w.cover, logLanded)
+		if err := w.q.log.StoreState(w.val, done); err != nil {
+			done(err)
+		}
+	}
+	var err error
 	for _, w := range ws {
-		if err := batch.Set(AckKey(w.q.def.ID), w.val, nil); err != nil {
-			p.failed(ws, err)
-			return
+		if err = batch.Set(AckKey(w.q.def.ID), w.val, nil); err != nil {
+			break
 		}
 	}
-	if len(ws) > 0 {
-		if err := batch.Commit(pebble.Sync); err != nil {
-			p.failed(ws, err)
-			return
-		}
+	if err == nil && len(ws) > 0 {
+		err = batch.Commit(pebble.Sync)
 	}
-	p.covered.Store(began.UnixNano())
+	if err != nil {
+		p.failed(ws, err)
+	}
 	const keep = 1 << 20 // don't hold a burst's buffer forever
 	if cap(buf) <= keep {
 		p.buf = buf[:0]
 	} else {
 		p.buf = nil
 	}
-	for _, w := range ws {
-		q := w.q
+	if err == nil {
+		for _, w := range ws {
+			q := w.q
+			q.mu.Lock()
+			q.landedLocked(w.mark, w.cover)
+			wake := q.mu.markWanted
+			q.mu.markWanted = false
+			q.mu.Unlock()
+			if wake {
+				q.Kick()
+			}
+		}
+	}
+	logsOK := p.waitLogStates(len(logs), logLanded)
+	if err == nil && logsOK && !skipped {
+		p.covered.Store(began.UnixNano())
+	}
+}
+
+// waitLogStates waits, at most logStateWait, for the n log writes of a
+// flush to land (their callbacks, logStateDone, have raised the bounds
+// or kept the queues dirty) and reports whether all did.
+// REQUIRES: p.flushMu held; called by run.
+func (p *Persister) waitLogStates(n int, landed <-chan error) bool {
+	if n == 0 {
+		return true
+	}
+	t := time.NewTimer(logStateWait)
+	defer t.Stop()
+	var failed int
+	var first error
+	for range n {
+		select {
+		case err := <-landed:
+			if err != nil {
+				failed++
+				first = cmp.Or(first, err)
+			}
+		case <-t.C:
+			// The rest land or fail by themselves.
+			p.log.Warn("queues: ack state not written to the log in time", "wait", logStateWait)
+			p.retryAt = time.Now().Add(persistInterval)
+			return false
+		}
+	}
+	if failed > 0 {
+		p.log.Error("queues: persist ack state in the log", "queues", failed, "err", first)
+		p.retryAt = time.Now().Add(persistInterval)
+		return false
+	}
+	return true
+}
+
+// logStateDone returns the callback of the StoreState that writes a
+// state of q encoded with delivered mark mark and requeue coverage
+// cover: it raises q's bounds once the state has landed, or keeps q
+// dirty (retried by a later flush) when it could not be written, as
+// failed does; then it sends the outcome to landed, which has room.
+// It runs on the log's writer goroutine (or the flush's, for a
+// StoreState refused at once).
+func (q *Queue) logStateDone(mark, cover uint64, landed chan<- error) func(error) {
+	return func(err error) {
 		q.mu.Lock()
-		q.landedLocked(w.mark, w.cover)
+		q.mu.stateWriting = false
+		if err == nil {
+			q.landedLocked(mark, cover)
+		} else {
+			q.markDirtyLocked()
+		}
 		wake := q.mu.markWanted
 		q.mu.markWanted = false
 		q.mu.Unlock()
 		if wake {
 			q.Kick()
 		}
+		landed <- err
 	}
 }
 
@@ -303,7 +421,8 @@ func (p *Persister) failed(ws []stateWrite, err error) {
 
 // final writes q's last state (or deletes it, for a deleted queue) and
 // stops its persisting. The queue has no consumers and takes nothing any
-// more.
+// more. A LogState queue writes it to its log, which goes with the queue
+// when it is deleted.
 func (p *Persister) final(q *Queue, deleted bool) error {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
@@ -315,8 +434,10 @@ func (p *Persister) final(q *Queue, deleted bool) error {
 	}
 	q.mu.Unlock()
 	switch {
-	case !q.def.Durable:
+	case !q.def.Durable, q.def.LogState && deleted:
 		return nil
+	case q.def.LogState:
+		return q.finalLogState(val)
 	case deleted:
 		if err := p.db.Delete(AckKey(q.def.ID), pebble.Sync); err != nil {
 			return fmt.Errorf("queues: delete ack state of %s: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
@@ -327,6 +448,32 @@ func (p *Persister) final(q *Queue, deleted bool) error {
 		return fmt.Errorf("queues: persist ack state of %s: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
 	}
 	return nil
+}
+
+// finalLogState writes a LogState queue's final state to its log and
+// waits for it, at most logStateWait. When the log cannot take it (it
+// is closed, or no longer the leader) or does not commit it in time,
+// the state written last stands: what was settled since comes back (at
+// least once), which is no error.
+// REQUIRES: p.flushMu held.
+func (q *Queue) finalLogState(val []byte) error {
+	landed := make(chan error, 1)
+	err := q.log.StoreState(val, func(err error) { landed <- err })
+	if err == nil {
+		t := time.NewTimer(logStateWait)
+		defer t.Stop()
+		select {
+		case err = <-landed:
+		case <-t.C:
+			q.env.Logger.Warn("queues: final ack state not written to the log in time",
+				"vhost", q.def.VHost, "queue", q.def.Name, "wait", logStateWait)
+			return nil
+		}
+	}
+	if err == nil || errors.Is(err, osiris.ErrClosed) || errors.Is(err, osiris.ErrNotLeader) {
+		return nil
+	}
+	return fmt.Errorf("queues: persist ack state of %s in its log: %w", qerr.Resource("queue", q.def.Name, q.def.VHost), err)
 }
 
 // load reads queue id's ack state, the zero state when it has none.

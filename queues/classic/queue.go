@@ -15,9 +15,10 @@ import (
 // A classic queue is a view over its private log:
 //
 //   - A message's id is its log offset. Offsets that hold no message
-//     (tracking chunks; a queue's log has none, as it stores no tracking,
-//     but a log may) are settled when the batch around them is stored
-//     (batchIDs).
+//     (tracking chunks: the snapshot that starts a segment once the log
+//     has tracking, and a LogState queue's ack state, persist.go) are
+//     settled when the batch after them is stored (batchIDs), so the
+//     head passes them.
 //   - tail is the offset after the last message whose append was confirmed
 //     (after fsync for durable queues); nothing at or past it is delivered.
 //   - The ready messages are in levels (ready.go): per priority, the
@@ -54,9 +55,13 @@ type Def struct {
 	Exclusive  bool
 	AutoDelete bool
 	Args       map[string]any
-	// LogState says the queue's ack state lives in its log (osiris
-	// tracking), not in the catalog: a replicated quorum queue's, so
-	// that every member's copy carries it.
+	// LogState keeps the queue's ack state in its log, as osiris
+	// tracking (osiris.Stream.StoreState), not in the catalog: set for
+	// replicated quorum queues, whose log the members replicate, so that
+	// a member promoted to leader recovers the ack state from its copy
+	// (persist.go). It requires Durable. Such a queue's records are
+	// self-contained (no fan-out by reference: the body log is the
+	// node's own).
 	LogState bool
 }
 
@@ -310,10 +315,13 @@ type Queue struct {
 		unackedBytes int64 // body bytes of the unacked messages
 		counts       Counters
 
-		closed      bool // deleted or closing: refuses everything
-		dirty       bool // ack state changed since encoded: queued in the persister
-		timerSet    bool // the sweep timer is armed
-		persistDone bool // final state written: no more persisting
+		closed bool // deleted or closing: refuses everything
+		dirty  bool // ack state changed since encoded: queued in the persister
+		// stateWriting: a LogState queue's encoded state is being
+		// written to its log (StoreState) and has not landed yet.
+		stateWriting bool
+		timerSet     bool // the sweep timer is armed
+		persistDone  bool // final state written: no more persisting
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 )
 
 // The ack state and recovery. The ack state's format, under qa/<id> in
-// the catalog, is the package doc's (doc.go). The persister writes it
+// the catalog or in the log's state for a LogState queue, is the package
+// doc's (doc.go). The persister writes it
 // with sync at most persistInterval after a change, and the queue writes
 // it exactly when it closes (persist.go). After a crash,
 // what was settled after the last write is not settled any more: those
@@ -244,7 +245,7 @@ func (q *Queue) sweep() error {
 // state and its log. No other goroutine uses the queue yet; its timers
 // start, and expired messages go, in start, once every queue is open.
 func (q *Queue) recover() error {
-	as, err := q.env.Persister.load(q.def.ID)
+	as, err := q.loadAckState()
 	if err != nil {
 		return err
 	}
@@ -355,6 +356,24 @@ func (q *Queue) recover() error {
 	q.mu.markSafe, q.mu.markAtFlush = mark, mark // on disk already
 	q.markDirtyLocked()                          // persist the cleaned state; delete settled segments
 	return nil
+}
+
+// loadAckState reads the queue's ack state: from its log for a LogState
+// queue (the newest state the log holds, osiris.Stream.State), from the
+// catalog otherwise; the zero state when it has none.
+func (q *Queue) loadAckState() (ackState, error) {
+	if !q.def.LogState {
+		return q.env.Persister.load(q.def.ID)
+	}
+	b := q.log.State()
+	if b == nil {
+		return ackState{}, nil
+	}
+	as, err := decodeAckState(b)
+	if err != nil {
+		return ackState{}, fmt.Errorf("queues: ack state in the log of %s: %w", q.def.Name, err)
+	}
+	return as, nil
 }
 
 // recoverReadyLocked makes recovered messages ready as enqueueLocked
