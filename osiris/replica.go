@@ -40,7 +40,8 @@ const (
 	// the replicas (ServeReplica) and commits what a majority holds.
 	RoleLeader Role = 1
 	// RoleReplica appends the leader's chunks verbatim (Follow,
-	// AppendChunks); Submit and StoreOffset fail with ErrNotLeader.
+	// AppendChunks); Submit, StoreOffset and StoreState fail with
+	// ErrNotLeader.
 	RoleReplica Role = 2
 )
 
@@ -70,8 +71,9 @@ type Replication struct {
 
 // Replication errors.
 var (
-	// ErrNotLeader is returned by Submit, SubmitCounted and StoreOffset on
-	// a replica, and by ServeReplica on a stream that is not a leader.
+	// ErrNotLeader is returned by Submit, SubmitCounted, StoreOffset and
+	// StoreState on a replica, and by ServeReplica on a stream that is not
+	// a leader.
 	ErrNotLeader = errors.New("osiris: not the leader")
 	// ErrNotReplica is returned by replica operations on a stream that is
 	// not a replica.

@@ -56,8 +56,10 @@
 // held while calling a Sink or anything that waits for a log's writer
 // (whose callbacks take Queue.mu); persistMu, which only serialises
 // sweeps with close, is, and get is held while basic.get waits for the
-// Persister. Fields guarded by Queue.mu are in Queue.mu; functions that
-// need it end in Locked.
+// Persister. So is Persister.flushMu while a flush or a final write
+// waits for a LogState queue's log to take its state (persist.go): those
+// callbacks take Queue.mu, never flushMu. Fields guarded by Queue.mu are
+// in Queue.mu; functions that need it end in Locked.
 //
 // # Log records
 //

@@ -1,12 +1,16 @@
 package classic
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -307,18 +311,112 @@ func TestLogStateSweep(t *testing.T) {
 		q.Ack(ids...)
 		e.env.Persister.FlushForTest() // a state chunk after the batch
 	}
-	st := q.LogStatsForTest()
-	if st.NextOffset <= uint64(n) || st.Segments < 5 {
-		t.Fatalf("log of %d messages: next offset %d, %d segments; want tracking chunks among many segments", n, st.NextOffset, st.Segments)
-	}
+	// The queue's sweep timer may have deleted segments already.
 	if err := q.SweepForTest(); err != nil {
 		t.Fatal(err)
 	}
-	qs := q.StateForTest()
-	if st := q.LogStatsForTest(); st.Segments > 2 {
-		t.Fatalf("after acking everything: %d segments (head %d, tail %d, log next %d)", st.Segments, qs.Head, qs.Tail, st.NextOffset)
+	qs, st := q.StateForTest(), q.LogStatsForTest()
+	if st.NextOffset <= uint64(n) {
+		t.Fatalf("log of %d messages: next offset %d, want tracking chunks among them", n, st.NextOffset)
+	}
+	if st.Segments > 2 || st.FirstOffset < st.NextOffset/2 {
+		t.Fatalf("after acking everything: %d segments from offset %d (head %d, tail %d, log next %d)",
+			st.Segments, st.FirstOffset, qs.Head, qs.Tail, st.NextOffset)
 	}
 	if qs.Head != qs.Tail {
 		t.Fatalf("head %d, tail %d: offsets between messages not settled", qs.Head, qs.Tail)
 	}
+}
+
+// Ensure a LogState queue over a replicated log (a leader and one
+// replica, two members) lands its state only once the replica holds it,
+// and that the replica's copy, opened as the new leader, recovers the
+// queue: acks kept, unacked messages back redelivered with their counts,
+// nothing lost, with an empty catalog.
+func TestLogStateReplicatedPromotion(t *testing.T) {
+	e := newLSEnv(t)
+	root := t.TempDir()
+	ldir, rdir := filepath.Join(root, "l"), filepath.Join(root, "r")
+	member := func(dir string, rp osiris.Replication) *osiris.Stream {
+		s, err := osiris.Create(dir, lsLogConfig, osiris.Options{RetentionInterval: -1, Replication: &rp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ls := member(ldir, osiris.Replication{Role: osiris.RoleLeader, Member: "l", Members: 2, Epoch: 1})
+	rs := member(rdir, osiris.Replication{Role: osiris.RoleReplica, Member: "r", Members: 2})
+	defer rs.Close()
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = osiris.ServeReplica(ctx, ls, a) }()
+	go func() { defer wg.Done(); _ = osiris.Follow(ctx, rs, b) }()
+	stopLink := func() { cancel(); a.Close(); b.Close(); wg.Wait() }
+	defer stopLink()
+
+	q := New(e.env, lsDef(), nil, ls)
+	q.Start()
+	lsPublish(t, q, "a", "b", "c", "d", "e", "f")
+	var got []lsGot
+	for range 4 {
+		g, ok := lsGet(t, q)
+		if !ok {
+			t.Fatal("queue empty")
+		}
+		got = append(got, g)
+	}
+	q.Ack(got[0].id) // a
+	q.Requeue(got[1].id)
+	g, ok := lsGet(t, q) // b again
+	if !ok || g.body != "b" || g.count != 1 {
+		t.Fatalf("requeued b: %+v (%v)", g, ok)
+	}
+	e.env.Persister.FlushForTest()
+	if ok, _ := e.env.Persister.PersistedForTest(q); !ok {
+		t.Fatal("state not landed")
+	}
+	// Landed means committed: the replica holds the chunk with it.
+	want := ls.State()
+	if want == nil || !bytes.Equal(rs.State(), want) {
+		t.Fatalf("replica state %x, leader's %x", rs.State(), want)
+	}
+	img := copyLogDir(t, rdir) // the replica's copy, as a crash leaves it
+	stopLink()
+	// The old leader goes with its log: its final state is not written
+	// (no error; the state written last stands).
+	ls.Close()
+	shutdown(t, q)
+
+	re := newLSEnv(t)
+	ps, err := osiris.Open(img, osiris.Options{RetentionInterval: -1,
+		Replication: &osiris.Replication{Role: osiris.RoleLeader, Member: "r", Members: 1, Epoch: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, err := Recover(re.env, lsDef(), ps, NoJournalFloor)
+	if err != nil {
+		ps.Close()
+		t.Fatal(err)
+	}
+	q2.Start()
+	defer shutdown(t, q2)
+	back := map[string]lsGot{}
+	for {
+		g, ok := lsGet(t, q2)
+		if !ok {
+			break
+		}
+		back[g.body] = g
+	}
+	if _, ok := back["a"]; ok || len(back) != 5 {
+		t.Fatalf("after promotion: %+v, want b to f", back)
+	}
+	for body, n := range map[string]uint32{"b": 2, "c": 1, "d": 1} {
+		if g := back[body]; !g.redelivered || g.count < n {
+			t.Errorf("%s delivered %d times: back as %+v", body, n, g)
+		}
+	}
+	re.noAckKey(t, lsDef().ID)
 }
