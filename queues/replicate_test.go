@@ -43,11 +43,12 @@ func openCluster(t *testing.T, n int) ([]*Broker, *orderedLog) {
 	l := &orderedLog{}
 	var bs []*Broker
 	for i := range n {
-		b, err := Open(t.TempDir(), Options{Clustered: true})
+		b, err := Open(t.TempDir(), Options{Clustered: true, NodeName: fmt.Sprintf("n%d", i+1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
+		b.SetClusterNodes([]string{"n1", "n2", "n3"}[:n])
 		if b.VHostExists(DefaultVHost) {
 			t.Fatal("a clustered node bootstrapped its catalog alone")
 		}

@@ -14,7 +14,8 @@ import (
 	"github.com/warren-mq/warren/queues"
 )
 
-// Stream replication over nodenet (docs/design-cluster.md, "Streams"):
+// Stream replication over nodenet (docs/design-cluster.md, "Streams";
+// a quorum queue's log replicates the same way, "Quorum queues"):
 // each replica of a stream on this node dials the stream's leader on
 // nodenet's stream lane, names the stream, and runs osiris.Follow on the
 // connection; the leader's side runs osiris.ServeReplica. A connection
@@ -225,7 +226,7 @@ func (n *Node) tail(ctx context.Context, def queues.Placement, member string) (m
 const leaderLostAfter = time.Second
 
 // coordinate runs on every node and acts on the one that leads the
-// catalog group: a replicated stream whose leader's node has been
+// catalog group: a replicated stream or quorum queue whose leader's node has been
 // unreachable for leaderLostAfter gets a new leader, the member with the
 // longest log among a majority of members that answer (so it holds every
 // committed chunk: a majority holds each), at the next epoch.
@@ -276,10 +277,10 @@ func (n *Node) coordinate(ctx context.Context) {
 					best = t
 				}
 			}
-			n.log.Warn("cluster: stream leader lost; moving it", "vhost", def.VHost, "stream", def.Name,
+			n.log.Warn("cluster: leader lost; moving it", "vhost", def.VHost, "name", def.Name, "queue", def.Queue,
 				"from", def.Leader, "to", best.node, "epoch", def.Epoch+1)
 			if err := b.MoveLeader(def, best.node, def.Epoch+1); err != nil {
-				n.log.Warn("cluster: stream leader not moved", "vhost", def.VHost, "stream", def.Name, "err", err)
+				n.log.Warn("cluster: leader not moved", "vhost", def.VHost, "name", def.Name, "queue", def.Queue, "err", err)
 				continue
 			}
 			delete(down, key)
