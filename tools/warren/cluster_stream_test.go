@@ -16,7 +16,7 @@ import (
 
 // startStreamCluster starts three node processes serving the stream
 // protocol, advertised on 127.0.0.1.
-func startStreamCluster(t *testing.T) []*clusterNode {
+func startStreamCluster(t testing.TB) []*clusterNode {
 	t.Helper()
 	ports := freePorts(t, 3)
 	streamPorts := freePorts(t, 3) // fixed: a restarted node keeps its advertised address

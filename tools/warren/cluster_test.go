@@ -65,7 +65,7 @@ type clusterNode struct {
 	stderr           *testutil.LockedBuffer
 }
 
-func (n *clusterNode) start(t *testing.T) {
+func (n *clusterNode) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), clusterFlagsEnv+"="+n.flags)
@@ -118,7 +118,7 @@ func (n *clusterNode) kill() {
 
 // api makes a request to the node's management API as guest and
 // returns the status and body.
-func (n *clusterNode) api(t *testing.T, method, path, body string) (int, string) {
+func (n *clusterNode) api(t testing.TB, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+n.http+path, strings.NewReader(body))
 	req.SetBasicAuth("guest", "guest")
@@ -136,7 +136,7 @@ func (n *clusterNode) api(t *testing.T, method, path, body string) (int, string)
 
 // freePorts returns n loopback addresses nobody listens on (closed
 // again: the nodes need their peers' addresses before they start).
-func freePorts(t *testing.T, n int) []string {
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
 	var out []string
 	for range n {
@@ -150,7 +150,7 @@ func freePorts(t *testing.T, n int) []string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -162,7 +162,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 }
 
 // runningNodes returns the names /api/nodes on n says are running.
-func (n *clusterNode) runningNodes(t *testing.T) map[string]bool {
+func (n *clusterNode) runningNodes(t testing.TB) map[string]bool {
 	code, body := n.api(t, "GET", "/api/nodes", "")
 	if code != 200 {
 		return nil
