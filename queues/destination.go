@@ -22,6 +22,9 @@ type Destination struct {
 	// away is why a replicated queue led by another node cannot take
 	// the message here (quorum_cluster.go): publishing fails with it.
 	away error
+	// remote is a replicated queue another node leads, reached through
+	// the proxy (proxy.go).
+	remote *remoteDest
 }
 
 // Destination returns the queue or stream name designates; false when it
@@ -31,6 +34,9 @@ func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
 	if q == nil && s == nil && b.repl != nil {
 		if rec, ok := b.queueReg().placement(vhost, name); ok {
+			if p := b.proxy(); p != nil && rec.Leader != b.opts.NodeName {
+				return Destination{b: b, remote: &remoteDest{p: p, node: rec.Leader, vhost: vhost, name: name}}, true
+			}
 			return Destination{b: b, away: errQueueElsewhere(vhost, name, rec)}, true
 		}
 	}
@@ -103,6 +109,10 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 	for _, d := range dsts {
 		if d.away != nil {
 			done(d.away)
+			continue
+		}
+		if r := d.remote; r != nil {
+			r.p.Publish(r.node, r.vhost, r.name, p.Record, p.Persistent, done)
 			continue
 		}
 		if d.q != nil {

@@ -25,6 +25,7 @@ type clusterStreams struct {
 	watch map[int]func(vhost, name string)
 	nextW int
 	up    func(node string) bool // SetNodeUp
+	proxy Proxy                  // SetProxy
 }
 
 // SetClusterNodes tells the broker every node of its cluster (sorted

@@ -72,6 +72,7 @@ type Node struct {
 	done      chan struct{}
 	wg        sync.WaitGroup // stream replica pulls (streams.go)
 	stopWatch func()
+	proxy     *proxy // clients' use of other nodes' queues (proxy.go)
 }
 
 // NodeID is the raft id of the node named name.
@@ -150,6 +151,9 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx, n.cancel = ctx, cancel
 	n.startStreams(ctx)
+	n.proxy = newProxy(n)
+	n.net.HandleConn(nodenet.LaneProxy, n.serveProxy)
+	cfg.Broker.SetProxy(n.proxy)
 	n.wg.Add(1)
 	go n.coordinate(ctx)
 	go n.bootstrap(ctx)
@@ -269,6 +273,10 @@ func (n *Node) Close() error {
 	}
 	if n.stopWatch != nil {
 		n.stopWatch()
+	}
+	if n.proxy != nil {
+		n.cfg.Broker.SetProxy(nil)
+		n.proxy.close()
 	}
 	err := errors.Join(n.host.Close(), n.net.Close())
 	n.wg.Wait()
