@@ -49,7 +49,7 @@ func newTestCluster(t testing.TB, names ...string) *testCluster {
 func (c *testCluster) start(name string) *testNode {
 	c.t.Helper()
 	tn := c.nodes[name]
-	b, err := queues.Open(filepath.Join(tn.dir, "broker"), queues.Options{Clustered: true})
+	b, err := queues.Open(filepath.Join(tn.dir, "broker"), queues.Options{Clustered: true, NodeName: name})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -481,21 +481,11 @@ func (rc *remoteConsumer) read(br *bufio.Reader) {
 			err = fmt.Errorf("cluster: proxy frame type %d on a consume connection", typ)
 			break
 		}
-		f := fields{b: payload}
-		d := &queues.Delivery{Via: rc, ConsumerTag: rc.tag}
-		d.ID = f.u64()
-		d.Redelivered = f.u8() == 1
-		d.Exchange = f.s16()
-		d.RoutingKey = f.s16()
-		d.Props = f.b32()
-		if p10 := f.b32(); len(p10) > 0 {
-			d.AMQP10Props = p10
-		}
-		d.Body = f.rest()
-		if f.err != nil {
-			err = f.err
+		var d *queues.Delivery
+		if d, err = parseDeliver(payload); err != nil {
 			break
 		}
+		d.Via, d.ConsumerTag = rc, rc.tag
 		rc.sink.Deliver(d)
 	}
 	rc.conn.Close()
@@ -596,12 +586,8 @@ func (n *Node) servePublish(from string, conn net.Conn) {
 			}
 			return
 		}
-		f := fields{b: payload}
-		id := f.u64()
-		vhost, name := f.s16(), f.s16()
-		persistent := f.u8() == 1
-		rec := f.rest()
-		if f.err != nil {
+		id, vhost, name, persistent, rec, err := parsePublish(payload)
+		if err != nil {
 			return
 		}
 		rec = append([]byte(nil), rec...) // the queue keeps it until stored
@@ -668,16 +654,13 @@ func (n *Node) serveConsume(from string, conn net.Conn) {
 	if err != nil || typ != frConsume {
 		return
 	}
-	f := fields{b: payload}
-	vhost, name, tag := f.s16(), f.s16(), f.s16()
-	noAck, exclusive := f.u8() == 1, f.u8() == 1
-	prefetch := int(f.u32())
-	rawArgs := f.rest()
-	if f.err != nil {
+	req, err := parseConsume(payload)
+	if err != nil {
 		return
 	}
+	vhost, name, tag, noAck, exclusive, prefetch := req.vhost, req.name, req.tag, req.noAck, req.exclusive, req.prefetch
 	s := &proxySink{conn: conn, noAck: noAck, unacked: map[uint64]queues.Settler{}}
-	args, err := queues.DecodeArgs(rawArgs)
+	args, err := queues.DecodeArgs(req.args)
 	var sub queues.Subscription
 	if err == nil {
 		// Under the sink's write lock: the first delivery follows the
@@ -712,11 +695,9 @@ func (n *Node) serveConsume(from string, conn net.Conn) {
 		if err != nil || typ != frSettle {
 			break
 		}
-		f := fields{b: payload}
-		mode := f.u8()
-		ids := make([]uint64, 0, len(f.b)/8)
-		for len(f.b) >= 8 {
-			ids = append(ids, f.u64())
+		mode, ids, err := parseSettle(payload)
+		if err != nil {
+			break
 		}
 		s.settle(mode, ids)
 	}
@@ -764,4 +745,72 @@ func (s *proxySink) settle(mode byte, ids []uint64) {
 func sortIDs(ids []uint64) []uint64 {
 	slices.Sort(ids)
 	return ids
+}
+
+// The frames' parsers: each takes a frame's payload (after its type).
+// They allocate only what they return, and never keep payload except
+// where their results alias it.
+
+// parsePublish parses a publish frame.
+func parsePublish(p []byte) (id uint64, vhost, name string, persistent bool, rec []byte, err error) {
+	f := fields{b: p}
+	id = f.u64()
+	vhost, name = f.s16(), f.s16()
+	persistent = f.u8() == 1
+	rec = f.rest()
+	return id, vhost, name, persistent, rec, f.err
+}
+
+// consumeReq is a consume frame.
+type consumeReq struct {
+	vhost, name, tag string
+	noAck, exclusive bool
+	prefetch         int
+	args             []byte // queues.EncodeArgs
+}
+
+func parseConsume(p []byte) (consumeReq, error) {
+	f := fields{b: p}
+	var r consumeReq
+	r.vhost, r.name, r.tag = f.s16(), f.s16(), f.s16()
+	r.noAck, r.exclusive = f.u8() == 1, f.u8() == 1
+	r.prefetch = int(f.u32() & 0x7FFFFFFF)
+	r.args = f.rest()
+	return r, f.err
+}
+
+// parseDeliver parses a deliver frame; the delivery's slices alias p.
+func parseDeliver(p []byte) (*queues.Delivery, error) {
+	f := fields{b: p}
+	d := &queues.Delivery{}
+	d.ID = f.u64()
+	d.Redelivered = f.u8() == 1
+	d.Exchange = f.s16()
+	d.RoutingKey = f.s16()
+	d.Props = f.b32()
+	if p10 := f.b32(); len(p10) > 0 {
+		d.AMQP10Props = p10
+	}
+	d.Body = f.rest()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return d, nil
+}
+
+// parseSettle parses a settle frame: a mode and whole ids.
+func parseSettle(p []byte) (mode byte, ids []uint64, err error) {
+	f := fields{b: p}
+	mode = f.u8()
+	if f.err == nil && (mode < settleAck || mode > settleDiscard || len(f.b)%8 != 0) {
+		f.err = fmt.Errorf("cluster: bad proxy settle frame")
+	}
+	if f.err != nil {
+		return 0, nil, f.err
+	}
+	ids = make([]uint64, 0, len(f.b)/8)
+	for len(f.b) >= 8 {
+		ids = append(ids, f.u64())
+	}
+	return mode, ids, nil
 }
