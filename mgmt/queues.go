@@ -249,6 +249,9 @@ func (s *Server) streamObj(d queues.StreamDef, st *osiris.Stream) obj {
 	}
 	t.put(o)
 	s.putPolicy(o, d.VHost, d.Name, queues.QueueStream)
+	if p, ok := s.b.PlacementOf(d.VHost, d.Name); ok {
+		s.putPlacement(o, p) // a replicated stream
+	}
 	return o
 }
 

@@ -32,6 +32,14 @@ type Destination struct {
 // another node leads.
 func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
+	if s != nil && b.repl != nil {
+		// A replicated stream another node leads: its leader appends.
+		if def, ok := b.StreamPlacement(vhost, name); ok && def.Leader != b.opts.NodeName {
+			if p := b.proxy(); p != nil {
+				return Destination{b: b, remote: &remoteDest{p: p, node: def.Leader, vhost: vhost, name: name, stream: true}}, true
+			}
+		}
+	}
 	if q == nil && s == nil && b.repl != nil {
 		if rec, ok := b.queueReg().placement(vhost, name); ok {
 			if p := b.proxy(); p != nil && rec.Leader != b.opts.NodeName {
@@ -111,7 +119,7 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 			done(d.away)
 			continue
 		}
-		if r := d.remote; r != nil {
+		if r := d.remote; r != nil && !r.stream {
 			r.p.Publish(r.node, r.vhost, r.name, p.Record, p.Persistent, done)
 			continue
 		}
@@ -127,6 +135,10 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 		}
 		if err != nil {
 			done(err)
+			continue
+		}
+		if r := d.remote; r != nil {
+			r.p.PublishStream(r.node, r.vhost, r.name, entry, filter, done)
 			continue
 		}
 		b := &osiris.Batch{

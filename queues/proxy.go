@@ -2,6 +2,8 @@ package queues
 
 import (
 	"errors"
+
+	"github.com/warren-mq/warren/osiris"
 )
 
 // Proxying (docs/design-cluster.md, "Queues in the catalog"): in a
@@ -20,6 +22,11 @@ type Proxy interface {
 	// and calls done once, as Queue.Publish does (nil: stored as the
 	// queue confirms).
 	Publish(node, vhost, name string, rec []byte, persistent bool, done func(error))
+	// PublishStream appends the stream entry (a simple entry: u32 size,
+	// then the AMQP 1.0 message) with its filter value (nil for none)
+	// to stream vhost/name, which node leads, and calls done once, when
+	// the stream has it as its own publishers' (committed).
+	PublishStream(node, vhost, name string, entry, filter []byte, done func(error))
 	// Consume starts a consumer of queue vhost/name on node with o's
 	// tag, acknowledgement mode, exclusivity and prefetch; deliveries go
 	// to o.Sink with Delivery.Via set to the returned subscription,
@@ -52,11 +59,29 @@ func (b *Broker) proxy() Proxy {
 	return b.cstreams.proxy
 }
 
-// remoteDest is a Destination's queue on another node.
+// remoteDest is a Destination's queue or stream on another node.
 type remoteDest struct {
 	p           Proxy
 	node        string
 	vhost, name string
+	stream      bool
+}
+
+// PublishStreamHere appends a stream entry to a stream this node leads:
+// the serving side of Proxy.PublishStream.
+func (b *Broker) PublishStreamHere(vhost, name string, entry, filter []byte, done func(error)) {
+	s, err := b.Stream(vhost, name)
+	if err != nil {
+		done(errNoQueue(vhost, name))
+		return
+	}
+	batch := &osiris.Batch{
+		Messages: []osiris.Message{{Entry: entry, Filter: filter}},
+		Done:     func(r osiris.Result) { done(r.Err) },
+	}
+	if err := s.Submit(batch); err != nil {
+		done(err)
+	}
 }
 
 // PublishHere stores rec in a queue this node runs: the serving side

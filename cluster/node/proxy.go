@@ -41,6 +41,7 @@ import (
 // then frames: length u32 (of what follows), type u8, payload.
 //
 //	publish conn  → publish:  id u64 | vhost s16 | name s16 | persistent u8 | record
+//	              → pubstream: id u64 | vhost s16 | name s16 | filter b32 | entry (a stream's)
 //	              ← done:     id u64 | code u16 | text s16 (code 0: stored)
 //	consume conn  → consume:  vhost s16 | name s16 | tag s16 | noack u8 | exclusive u8 | prefetch u32 | args (queues.EncodeArgs)
 //	              ← result:   code u16 | text s16 (code 0: consuming)
@@ -63,6 +64,7 @@ const (
 	frDeliver   = 5
 	frSettle    = 6
 	frCancelled = 7
+	frPubStream = 8
 
 	settleAck     = 1
 	settleRequeue = 2
@@ -243,17 +245,28 @@ type pubConn struct {
 
 // Publish implements queues.Proxy.
 func (p *proxy) Publish(node, vhost, name string, rec []byte, persistent bool, done func(error)) {
+	p.pubConn(node).publish(frPublish, vhost, name, nil, rec, persistent, done)
+}
+
+// PublishStream implements queues.Proxy.
+func (p *proxy) PublishStream(node, vhost, name string, entry, filter []byte, done func(error)) {
+	p.pubConn(node).publish(frPubStream, vhost, name, filter, entry, false, done)
+}
+
+func (p *proxy) pubConn(node string) *pubConn {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	pc := p.pubs[node]
 	if pc == nil {
 		pc = &pubConn{p: p, node: node}
 		p.pubs[node] = pc
 	}
-	p.mu.Unlock()
-	pc.publish(vhost, name, rec, persistent, done)
+	return pc
 }
 
-func (pc *pubConn) publish(vhost, name string, rec []byte, persistent bool, done func(error)) {
+// publish sends a publish (typ frPublish: a queue record) or a stream
+// publish (frPubStream: filter and entry).
+func (pc *pubConn) publish(typ byte, vhost, name string, filter, data []byte, persistent bool, done func(error)) {
 	pc.mu.Lock()
 	if pc.conn == nil {
 		if err := pc.dialLocked(); err != nil {
@@ -267,16 +280,16 @@ func (pc *pubConn) publish(vhost, name string, rec []byte, persistent bool, done
 	pc.pmu.Lock()
 	pc.pending[id] = done
 	pc.pmu.Unlock()
-	b, at := beginFrame(pc.buf[:0], frPublish)
+	b, at := beginFrame(pc.buf[:0], typ)
 	b = binary.BigEndian.AppendUint64(b, id)
 	b = appendS16(b, vhost)
 	b = appendS16(b, name)
-	pv := byte(0)
-	if persistent {
-		pv = 1
+	if typ == frPubStream {
+		b = appendB32(b, filter)
+	} else {
+		b = append(b, boolByte(persistent))
 	}
-	b = append(b, pv)
-	b = append(b, rec...)
+	b = append(b, data...)
 	b = endFrame(b, at)
 	pc.buf = b[:0]
 	conn := pc.conn
@@ -577,7 +590,7 @@ func (n *Node) servePublish(from string, conn net.Conn) {
 	for {
 		typ, payload, out, err := readFrame(br, buf)
 		buf = out
-		if err == nil && typ != frPublish {
+		if err == nil && typ != frPublish && typ != frPubStream {
 			err = fmt.Errorf("cluster: proxy frame type %d on a publish connection", typ)
 		}
 		if err != nil {
@@ -585,6 +598,17 @@ func (n *Node) servePublish(from string, conn net.Conn) {
 				n.log.Debug("cluster: proxy publish connection", "from", from, "err", err)
 			}
 			return
+		}
+		if typ == frPubStream {
+			id, vhost, name, filter, entry, err := parsePubStream(payload)
+			if err != nil {
+				return
+			}
+			// The stream keeps them until written.
+			entry, filter = append([]byte(nil), entry...), cloneOrNil(filter)
+			unflushed.Add(1)
+			b.PublishStreamHere(vhost, name, entry, filter, func(err error) { answer(id, err) })
+			continue
 		}
 		id, vhost, name, persistent, rec, err := parsePublish(payload)
 		if err != nil {
@@ -759,6 +783,26 @@ func parsePublish(p []byte) (id uint64, vhost, name string, persistent bool, rec
 	persistent = f.u8() == 1
 	rec = f.rest()
 	return id, vhost, name, persistent, rec, f.err
+}
+
+// parsePubStream parses a stream publish frame.
+func parsePubStream(p []byte) (id uint64, vhost, name string, filter, entry []byte, err error) {
+	f := fields{b: p}
+	id = f.u64()
+	vhost, name = f.s16(), f.s16()
+	filter = f.b32()
+	entry = f.rest()
+	if f.err == nil && len(entry) < 4 {
+		f.err = errors.New("cluster: short stream entry")
+	}
+	return id, vhost, name, filter, entry, f.err
+}
+
+func cloneOrNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
 }
 
 // consumeReq is a consume frame.

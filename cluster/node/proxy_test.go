@@ -171,6 +171,7 @@ func FuzzProxyFrames(f *testing.F) {
 				return
 			}
 			parsePublish(payload)
+			parsePubStream(payload)
 			if r, err := parseConsume(payload); err == nil && r.prefetch < 0 {
 				t.Fatalf("negative prefetch %d", r.prefetch)
 			}

@@ -270,3 +270,37 @@ func isCode(err error, code int) bool {
 	var ae *amqp091.Error
 	return errors.As(err, &ae) && ae.Code == code
 }
+
+// AMQP 0-9-1 publishers of any node publish to a replicated stream: a
+// node that does not lead it forwards each message to the leader, and
+// the publisher's confirm comes once the stream has committed it; every
+// node's copy then holds the messages of both publishers, in order.
+func TestClusterStreamPublishAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	const name = "anys"
+	_, ch := amqpChannel(t, n1)
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, n.name+" to know the stream", 10*time.Second, func() bool {
+			p, ok := n.queuePlacement(t, name)
+			return ok && p.Leader == "n1"
+		})
+	}
+	publishQueueConfirmed(t, n2, name, 0, 300)   // through n2
+	publishQueueConfirmed(t, n3, name, 300, 600) // through n3
+	publishQueueConfirmed(t, n1, name, 600, 700) // at the leader
+	for _, n := range nodes {
+		got := consumeAll(t, n, name, 700)
+		for i, m := range got {
+			if want := fmt.Sprintf("q-%04d", i); m != want {
+				t.Fatalf("%s: message %d = %q, want %q", n.name, i, m, want)
+			}
+		}
+	}
+}
