@@ -14,8 +14,9 @@ import (
 // what a node that fell behind the log's compaction (or joins with an
 // empty catalog) takes instead of the entries it missed. It holds what
 // the commands of replicate.go change, in the commands' own forms; the
-// node's own things (its queues and streams, the bindings to them, its
-// body logs' checkpoints) are not in it.
+// node's own things (its classic queues, the bindings to them, its
+// body logs' checkpoints) are not in it; its replicated streams and
+// quorum queues are, as placements (catalog_snapshot_placed.go).
 
 // catalogSnapshot is a snapshot's JSON.
 type catalogSnapshot struct {
@@ -27,6 +28,11 @@ type catalogSnapshot struct {
 	Policies         []policyRecord    `json:"policies"`
 	Exchanges        []exchangeCmd     `json:"exchanges"`
 	Bindings         []bindingCmd      `json:"bindings"` // between exchanges
+	// Replicated streams and quorum queues (ID 0: each node's own), and
+	// the bindings to them.
+	Streams       []StreamDef   `json:"streams"`
+	Queues        []queueRecord `json:"queues"`
+	QueueBindings []bindingCmd  `json:"queue_bindings"`
 }
 
 // CatalogSnapshot returns the replicated part of the catalog. Call it
@@ -74,6 +80,7 @@ func (b *Broker) CatalogSnapshot() ([]byte, error) {
 			}
 		}
 	}
+	b.snapshotPlacements(&s)
 	return json.Marshal(s)
 }
 
@@ -83,7 +90,9 @@ func builtinExchange(name string) bool { return name == "" || strings.HasPrefix(
 // RestoreCatalog makes the replicated part of the catalog what data (a
 // CatalogSnapshot) says, through the commands' applies, so that the
 // model in memory follows: what the snapshot lacks is deleted (a vhost
-// with its queues and streams on this node), what differs is replaced.
+// with its queues and streams on this node; a replicated stream or queue
+// with this node's copy), what differs is replaced (a moved leader
+// reopens the copies in their roles, as the leader commands do).
 // Call it where no command is being applied.
 func (b *Broker) RestoreCatalog(data []byte) error {
 	var s catalogSnapshot
@@ -206,12 +215,15 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 			}
 		}
 	}
+	b.restoreReplaced(&s, run)
 	for _, x := range s.Exchanges {
 		run(&cmdDeclareExchange{x})
 	}
 	for _, bd := range s.Bindings {
 		run(&cmdBind{bd})
 	}
+	b.restorePlacements(&s, run)
+	b.restoreUnplaced(&s, vhosts, run)
 	for _, vhost := range vhosts {
 		for _, bd := range b.Bindings(vhost) {
 			if bd.DestKind == DestExchange && !wantB[vhost+"\x00"+normalIdent(bd)] {

@@ -456,6 +456,13 @@ func (b *Broker) OwnerClosed(owner any) {
 // deleteVHostQueues deletes every queue of vhost, for DeleteVHost.
 func (b *Broker) deleteVHostQueues(vhost string) error {
 	var errs []error
+	for _, name := range b.PlacedQueueNames(vhost) {
+		// The apply, not DeleteQueue: this runs as a command's apply
+		// in a cluster, which never proposes another.
+		if _, err := (&cmdDeleteQuorum{VHost: vhost, Name: name}).apply(b); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, q := range b.Queues(vhost) {
 		if _, err := b.DeleteQueue(vhost, q.Def().Name, q.Owner(), false, false); err != nil {
 			errs = append(errs, err)
