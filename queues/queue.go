@@ -127,6 +127,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 			if _, ok := reg.placement(def.VHost, def.Name); ok {
 				return nil, 0, 0, nil // led by another node: its counts are there
 			}
+			if _, ok := b.StreamPlacement(def.VHost, def.Name); ok {
+				return nil, 0, 0, nil // a stream with no copy here
+			}
 			return nil, 0, 0, errNoQueue(def.VHost, def.Name)
 		}
 		if err := q.CheckOwner(o.Owner); err != nil {
