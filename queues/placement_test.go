@@ -2,6 +2,7 @@ package queues
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -116,6 +117,32 @@ func TestInitialClusterSize(t *testing.T) {
 		}
 		if names, _ := b.Route("/", "amq.direct", []string{"k"}, nil, nil); len(names) != 0 {
 			t.Errorf("n%d still routes k to %v", i+1, names)
+		}
+	}
+}
+
+// Super stream partitions (CreateStreamBalanced) spread their leaders:
+// each goes to the node leading the fewest streams, this node first on
+// a tie, then by name; a partition with a balanced leader locator does
+// the same through CreateStream.
+func TestCreateStreamBalanced(t *testing.T) {
+	bs, _ := openCluster(t, 3)
+	n2 := bs[1]
+	var leaders []string
+	for i := range 3 {
+		name := fmt.Sprintf("ss-%d", i)
+		must(t, n2.CreateStreamBalanced("/", name, nil))
+		p, _ := n2.PlacementOf("/", name)
+		leaders = append(leaders, p.Leader)
+	}
+	if !slices.Equal(leaders, []string{"n2", "n1", "n3"}) {
+		t.Errorf("partition leaders %v, want n2, n1, n3", leaders)
+	}
+	must(t, bs[0].CreateStream("/", "local", nil)) // client-local: n1
+	must(t, bs[0].CreateStream("/", "bal", map[string]string{"queue-leader-locator": "balanced"}))
+	for name, want := range map[string]string{"local": "n1", "bal": "n2"} {
+		if p, _ := n2.PlacementOf("/", name); p.Leader != want {
+			t.Errorf("%s led by %s, want %s", name, p.Leader, want)
 		}
 	}
 }

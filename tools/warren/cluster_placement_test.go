@@ -6,10 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 )
 
 // A stream declared with x-initial-cluster-size 2 and a quorum queue
@@ -90,4 +94,89 @@ func TestClusterPlacementSize(t *testing.T) {
 	if meta, err := env2.StreamMetaData("s2"); err != nil || len(meta.Replicas) > 1 {
 		t.Fatalf("metadata after n1's return: %+v %v", meta, err)
 	}
+}
+
+// A super stream created through the stream protocol on a cluster of
+// three spreads its partitions' leaders over the three nodes; the Go
+// client's super stream producer (Metadata per partition) publishes to
+// each leader with confirms, and its consumer reads every message back.
+func TestClusterSuperStreamLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	env := streamEnv(t, nodes[0])
+	waitFor(t, "the super stream declared", 15*time.Second, func() bool {
+		err := env.DeclareSuperStream("inv", stream.NewPartitionsOptions(3))
+		return err == nil || err == stream.StreamAlreadyExists
+	})
+	leaders := map[string]bool{}
+	for i := range 3 {
+		name := fmt.Sprintf("inv-%d", i)
+		waitFor(t, nodes[2].name+" to know "+name, 10*time.Second, func() bool {
+			_, ok := nodes[2].queuePlacement(t, name)
+			return ok
+		})
+		p, _ := nodes[2].queuePlacement(t, name)
+		if len(p.Members) != 3 {
+			t.Fatalf("%s: placement %+v", name, p)
+		}
+		leaders[p.Leader] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("partition leaders %v, want three nodes", leaders)
+	}
+
+	const total = 300
+	p, err := env.NewSuperStreamProducer("inv", stream.NewSuperStreamProducerOptions(
+		stream.NewHashRoutingStrategy(func(m message.StreamMessage) string {
+			return m.GetApplicationProperties()["key"].(string)
+		})))
+	if err != nil {
+		t.Fatalf("NewSuperStreamProducer: %v", err)
+	}
+	defer p.Close()
+	confirms := p.NotifyPublishConfirmation(total)
+	for i := range total {
+		m := streamamqp.NewMessage(fmt.Appendf(nil, "m-%04d", i))
+		m.ApplicationProperties = map[string]any{"key": fmt.Sprintf("k%d", i)}
+		if err := p.Send(m); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	perPartition := map[string]int{}
+	for n := 0; n < total; {
+		select {
+		case pc := <-confirms:
+			for _, st := range pc.ConfirmationStatus {
+				if !st.IsConfirmed() {
+					t.Fatalf("not confirmed on %s", pc.Partition)
+				}
+				perPartition[pc.Partition]++
+				n++
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d confirms", n, total)
+		}
+	}
+	if len(perPartition) != 3 {
+		t.Errorf("confirms per partition %v: the keys should reach all three", perPartition)
+	}
+
+	var mu sync.Mutex
+	got := map[string]bool{}
+	c, err := env.NewSuperStreamConsumer("inv", func(_ stream.ConsumerContext, m *streamamqp.Message) {
+		mu.Lock()
+		got[string(m.GetData())] = true
+		mu.Unlock()
+	}, stream.NewSuperStreamConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatalf("NewSuperStreamConsumer: %v", err)
+	}
+	defer c.Close()
+	waitFor(t, fmt.Sprintf("%d messages consumed", total), 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == total
+	})
 }
