@@ -18,8 +18,15 @@ import (
 // body logs' checkpoints) are not in it; its replicated streams and
 // quorum queues are, as placements (catalog_snapshot_placed.go).
 
+// catalogSnapshotVersion is the version of the snapshots this code
+// writes: 2 added the placements (Streams, Queues, QueueBindings). A
+// snapshot without a version (1) has none, which is not "none exist":
+// restoring it leaves this node's placements alone.
+const catalogSnapshotVersion = 2
+
 // catalogSnapshot is a snapshot's JSON.
 type catalogSnapshot struct {
+	Version          int               `json:"version,omitempty"`
 	VHosts           []VHost           `json:"vhosts"`
 	Users            []User            `json:"users"`
 	Permissions      []UserPermissions `json:"permissions"`
@@ -38,7 +45,7 @@ type catalogSnapshot struct {
 // CatalogSnapshot returns the replicated part of the catalog. Call it
 // where no command is being applied (the replicator's goroutine).
 func (b *Broker) CatalogSnapshot() ([]byte, error) {
-	var s catalogSnapshot
+	s := catalogSnapshot{Version: catalogSnapshotVersion}
 	var err error
 	if s.VHosts, err = b.VHosts(); err != nil {
 		return nil, err
@@ -215,15 +222,20 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 			}
 		}
 	}
-	b.restoreReplaced(&s, run)
+	placements := s.Version >= 2
+	if placements {
+		b.restoreReplaced(&s, run)
+	}
 	for _, x := range s.Exchanges {
 		run(&cmdDeclareExchange{x})
 	}
 	for _, bd := range s.Bindings {
 		run(&cmdBind{bd})
 	}
-	b.restorePlacements(&s, run)
-	b.restoreUnplaced(&s, vhosts, run)
+	if placements {
+		b.restorePlacements(&s, run)
+		b.restoreUnplaced(&s, vhosts, run)
+	}
 	for _, vhost := range vhosts {
 		for _, bd := range b.Bindings(vhost) {
 			if bd.DestKind == DestExchange && !wantB[vhost+"\x00"+normalIdent(bd)] {

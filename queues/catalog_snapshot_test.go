@@ -216,4 +216,16 @@ func TestCatalogSnapshotPlacements(t *testing.T) {
 	check()
 	must(t, f.RestoreCatalog(snap)) // twice: no change
 	check()
+
+	// A snapshot of the first version has no placements, which does not
+	// mean that none exist: restoring it keeps them.
+	var v1 map[string]json.RawMessage
+	must(t, json.Unmarshal(snap, &v1))
+	for _, k := range []string{"version", "streams", "queues", "queue_bindings"} {
+		delete(v1, k)
+	}
+	old, err := json.Marshal(v1)
+	must(t, err)
+	must(t, f.RestoreCatalog(old))
+	check()
 }
