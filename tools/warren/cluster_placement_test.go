@@ -64,6 +64,12 @@ func TestClusterPlacementSize(t *testing.T) {
 		return err == nil && meta.Leader != nil && meta.Leader.Port == n1Port &&
 			len(meta.Replicas) == 1 && meta.Replicas[0].Port == n2Port
 	})
+	env3 := streamEnv(t, n3) // a node that is not a member answers the same
+	waitFor(t, "n3's metadata: n1 leading, n2 its one replica", 15*time.Second, func() bool {
+		meta, err := env3.StreamMetaData("s2")
+		return err == nil && meta.Leader != nil && meta.Leader.Port == n1Port &&
+			len(meta.Replicas) == 1 && meta.Replicas[0].Port == n2Port
+	})
 	publishConfirmed(t, env1, "s2", 0, 300)
 	publishQueueConfirmed(t, n1, "q2", 0, 200)
 
@@ -93,6 +99,21 @@ func TestClusterPlacementSize(t *testing.T) {
 	publishQueueConfirmed(t, n2, "q2", 200, 250)
 	if meta, err := env2.StreamMetaData("s2"); err != nil || len(meta.Replicas) > 1 {
 		t.Fatalf("metadata after n1's return: %+v %v", meta, err)
+	}
+
+	// n3 restarted still knows both and opens no copy.
+	n3.kill()
+	n3.start(t)
+	for _, name := range []string{"s2", "q2"} {
+		waitFor(t, "n3 to show "+name+" led by n2", 15*time.Second, func() bool {
+			p, ok := n3.queuePlacement(t, name)
+			return ok && p.Leader == "n2" && slices.Equal(p.Members, []string{"n1", "n2"})
+		})
+	}
+	for _, sub := range []string{"streams", "queues"} {
+		if ents, err := os.ReadDir(filepath.Join(n3.dir, sub)); err != nil || len(ents) != 0 {
+			t.Fatalf("n3's %s after its restart: %v %v", sub, ents, err)
+		}
 	}
 }
 
