@@ -47,6 +47,11 @@ func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 			}
 			return Destination{b: b, away: errQueueElsewhere(vhost, name, rec)}, true
 		}
+		if def, ok := b.StreamPlacement(vhost, name); ok {
+			// A stream with no copy on this node (not a member).
+			return Destination{b: b, away: Errorf(CodeNotFound, "%s has no replica on this node: its leader is node '%s'",
+				rs("queue", name, vhost), def.Leader)}, true
+		}
 	}
 	return Destination{q: q, s: s, b: b}, q != nil || s != nil
 }
