@@ -109,6 +109,7 @@ type Broker struct {
 	bodies       bodyLogs                   // the vhosts' body logs (bodies.go)
 	repl         *replication               // the cluster's catalog log; nil on a single node (replicate.go)
 	cstreams     clusterStreams             // a cluster's streams (streams_cluster.go)
+	seedWanted   bool                       // a single node's catalog to give the cluster (seed.go); BootstrapCluster's
 
 	mu struct {
 		sync.Mutex
@@ -157,6 +158,16 @@ func Open(dataDir string, opts Options) (*Broker, error) {
 		b.queues.segmentSize = opts.QueueSegmentSize
 	}
 	b.mu.watchers = map[int]func(string, string){}
+	if b.opts.Clustered {
+		// Before any of the cluster's log is applied here (seed.go).
+		b.seedWanted, err = b.singleNodeCatalog()
+	} else {
+		err = b.markStandalone()
+	}
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.bootstrap(); err != nil {
 		cat.close()
 		return nil, err

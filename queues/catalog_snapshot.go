@@ -40,12 +40,29 @@ type catalogSnapshot struct {
 	Streams       []StreamDef   `json:"streams"`
 	Queues        []queueRecord `json:"queues"`
 	QueueBindings []bindingCmd  `json:"queue_bindings"`
+	// Where each node's stream listener is (cmdAdvertise), and the node
+	// whose single-node catalog seeded the cluster (seed.go).
+	NodeAddrs []NodeAddr `json:"node_addrs,omitempty"`
+	Seeded    string     `json:"seeded,omitempty"`
 }
 
 // CatalogSnapshot returns the replicated part of the catalog. Call it
 // where no command is being applied (the replicator's goroutine).
 func (b *Broker) CatalogSnapshot() ([]byte, error) {
 	s := catalogSnapshot{Version: catalogSnapshotVersion}
+	if err := b.cat.scan([]byte("nd/"), func(_, v []byte) error {
+		var a NodeAddr
+		if err := unmarshal(v, &a); err != nil {
+			return err
+		}
+		s.NodeAddrs = append(s.NodeAddrs, a)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := b.cat.get(seedKey, &s.Seeded); err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
 	var err error
 	if s.VHosts, err = b.VHosts(); err != nil {
 		return nil, err
@@ -225,6 +242,14 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 	placements := s.Version >= 2
 	if placements {
 		b.restoreReplaced(&s, run)
+	}
+	for _, a := range s.NodeAddrs {
+		run(&cmdAdvertise{a})
+	}
+	if s.Seeded != "" {
+		if err := b.cat.put(seedKey, s.Seeded); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, x := range s.Exchanges {
 		run(&cmdDeclareExchange{x})

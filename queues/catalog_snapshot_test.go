@@ -63,6 +63,9 @@ func TestCatalogSnapshotRestore(t *testing.T) {
 	declareQ(t, n1, "mine", true) // n1's own, with a binding: not in the snapshot
 	must(t, n1.Bind(BindingDef{VHost: "/", Source: "src", DestKind: DestQueue, Dest: "mine", Key: "#"}))
 
+	must(t, n2.Advertise(NodeAddr{Node: "n2", Host: "127.0.0.1", Port: 5552}))
+	must(t, n1.execErr(&cmdSeed{Node: "n1", Catalog: mustSnapshot(t, n1)})) // marks the catalog seeded
+
 	snap, err := n1.CatalogSnapshot()
 	must(t, err)
 
@@ -228,4 +231,11 @@ func TestCatalogSnapshotPlacements(t *testing.T) {
 	must(t, err)
 	must(t, f.RestoreCatalog(old))
 	check()
+}
+
+func mustSnapshot(t *testing.T, b *Broker) []byte {
+	t.Helper()
+	snap, err := b.CatalogSnapshot()
+	must(t, err)
+	return snap
 }

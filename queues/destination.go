@@ -32,8 +32,9 @@ type Destination struct {
 // another node leads.
 func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
-	if s != nil && b.repl != nil {
-		// A replicated stream another node leads: its leader appends.
+	if q == nil && b.repl != nil {
+		// A replicated stream another node leads, with a copy here or
+		// not: its leader appends.
 		if def, ok := b.StreamPlacement(vhost, name); ok && def.Leader != b.opts.NodeName {
 			if p := b.proxy(); p != nil {
 				return Destination{b: b, remote: &remoteDest{p: p, node: def.Leader, vhost: vhost, name: name, stream: true}}, true

@@ -181,9 +181,7 @@ func (b *Broker) execErr(c command) error {
 // (seed.go), and then, as at each later start, makes its own streams
 // replicated ones.
 func (b *Broker) BootstrapCluster() error {
-	if pending, err := b.seedPending(); err != nil {
-		return err
-	} else if pending {
+	if b.seedWanted {
 		return b.seedCluster()
 	}
 	id := b.opts.Bootstrap.withDefaults()

@@ -68,7 +68,7 @@ func openCluster(t *testing.T, n int) ([]*Broker, *orderedLog) {
 func catalogDump(t *testing.T, b *Broker) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, prefix := range []string{"v/", "u/", "p/", "tp/", "gp/", "pol/", "e/", "b/"} {
+	for _, prefix := range []string{"v/", "u/", "p/", "tp/", "gp/", "pol/", "e/", "b/", "nd/", "sd/"} {
 		if err := b.cat.scan([]byte(prefix), func(k, v []byte) error {
 			out[string(k)] = canonicalRecord(t, v)
 			return nil

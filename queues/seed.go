@@ -9,9 +9,9 @@ import (
 )
 
 // A single node's data directory as the first node of a cluster
-// (docs/design-cluster.md, "Membership"). A broker opened Clustered on a
-// catalog that has vhosts but was never a cluster's (no applied index)
-// holds a single node's catalog. Its BootstrapCluster proposes that
+// (docs/design-cluster.md). A broker opened Clustered on a catalog that
+// a single node opened (standaloneKey), that has vhosts and that never
+// applied a cluster's log holds a single node's catalog. Its BootstrapCluster proposes that
 // catalog (a seed: the CatalogSnapshot of it) instead of the default
 // identity: applied on every node, it replaces what a fresh node's
 // bootstrap made, so the cluster starts with the single node's users,
@@ -27,13 +27,31 @@ import (
 // applies the same seed).
 var seedKey = []byte("sd/seeded")
 
-// seedPending reports whether this broker holds a single node's catalog
-// not yet given to its cluster.
-func (b *Broker) seedPending() (bool, error) {
-	if b.repl == nil {
-		return false, nil
+// standaloneKey marks a catalog a single node (not Clustered) opened.
+var standaloneKey = []byte("n/standalone")
+
+// markStandalone records that a single node opened the catalog.
+func (b *Broker) markStandalone() error {
+	var v bool
+	if err := b.cat.get(standaloneKey, &v); err == nil {
+		return nil
 	}
+	return b.cat.put(standaloneKey, true)
+}
+
+// singleNodeCatalog reports, at Open, whether the catalog is a single
+// node's: a single node opened it, it has vhosts, and it never applied
+// an entry of a cluster's log. (A cluster's node that crashed before
+// recording its first applied index has vhosts too, but was never
+// opened as a single node.)
+func (b *Broker) singleNodeCatalog() (bool, error) {
 	if applied, err := b.CatalogApplied(); err != nil || applied > 0 {
+		return false, err
+	}
+	var standalone bool
+	if err := b.cat.get(standaloneKey, &standalone); errors.Is(err, ErrNotFound) {
+		return false, nil
+	} else if err != nil {
 		return false, err
 	}
 	vhosts := false
@@ -83,6 +101,7 @@ func (b *Broker) seedCluster() error {
 	if err != nil {
 		return err
 	}
+	b.seedWanted = false // BootstrapCluster's goroutine only
 	if r, _ := res.(seedResult); !r.took {
 		b.log.Warn("cluster: this node's catalog was not taken: another node's was first", "node", b.repl.node)
 		return nil
