@@ -104,7 +104,7 @@ func (b *Broker) restorePlacements(s *catalogSnapshot, run func(command)) {
 		switch {
 		case !ok:
 			want.ID = 0
-			run(&cmdDeclareQuorum{want})
+			run(&cmdDeclareQuorum{Rec: want})
 		case want.Epoch > cur.Epoch:
 			run(&cmdQueueLeader{VHost: want.VHost, Name: want.Name, Leader: want.Leader, Epoch: want.Epoch})
 		}
@@ -142,9 +142,16 @@ func (b *Broker) restoreUnplaced(s *catalogSnapshot, vhosts []string, run func(c
 	for _, rec := range s.Queues {
 		wantQ[streamName{rec.VHost, rec.Name}] = true
 	}
-	for _, p := range b.QueuePlacements() {
-		if !wantQ[streamName{p.VHost, p.Name}] {
-			run(&cmdDeleteQuorum{VHost: p.VHost, Name: p.Name})
+	reg := b.queueReg()
+	reg.mu.Lock()
+	var gone []streamName
+	for k := range reg.mu.placed { // replicated and classic queues
+		if !wantQ[k] {
+			gone = append(gone, k)
 		}
+	}
+	reg.mu.Unlock()
+	for _, k := range gone {
+		run(&cmdDeleteQuorum{VHost: k.vhost, Name: k.name})
 	}
 }

@@ -175,7 +175,7 @@ func TestCatalogSnapshotPlacements(t *testing.T) {
 	apply(&cmdCreateStream{StreamDef{VHost: "/", Name: "again", Members: members, Leader: "n1", Epoch: 4}})
 	qargs, err := encodeArgs(quorum)
 	must(t, err)
-	apply(&cmdDeclareQuorum{queueRecord{VHost: "/", Name: "gone-q", Type: QueueQuorum, Args: qargs, Members: members, Leader: "n1", Epoch: 1}})
+	apply(&cmdDeclareQuorum{Rec: queueRecord{VHost: "/", Name: "gone-q", Type: QueueQuorum, Args: qargs, Members: members, Leader: "n1", Epoch: 1}})
 	apply(&cmdBind{bindingCmdDef(BindingDef{VHost: "/", Source: "amq.direct", DestKind: DestQueue, Dest: "moved", Key: "old"})})
 	goneS, _ := f.StreamPlacement("/", "gone")
 	goneQ, _ := f.queueReg().placement("/", "gone-q")

@@ -103,10 +103,16 @@ type queueRecord struct {
 	AutoDelete bool   `json:"auto_delete,omitempty"`
 	Args       []byte `json:"args,omitempty"` // encodeArgs
 	// In a cluster, a quorum queue's members, leader and the leader's
-	// epoch (quorum_cluster.go); empty for a node's own queue.
+	// epoch (quorum_cluster.go); a classic queue's home node as its only
+	// member and leader (classic_cluster.go); empty for a node's own
+	// queue.
 	Members []string `json:"members,omitempty"`
 	Leader  string   `json:"leader,omitempty"`
 	Epoch   uint64   `json:"epoch,omitempty"`
+	// A classic queue of a cluster's that is not durable (it goes with
+	// its home node's restart), or exclusive to a connection there.
+	Transient bool `json:"transient,omitempty"`
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,
@@ -160,6 +166,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	if serverNamed {
 		for def.Name == "" || reg.get(def.VHost, def.Name) != nil {
 			def.Name = serverName()
+			if _, taken := reg.placement(def.VHost, def.Name); taken {
+				def.Name = ""
+			}
 		}
 	}
 	if q := reg.get(def.VHost, def.Name); q != nil {
@@ -195,6 +204,10 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 	b.watchQueuePolicies()
 	if b.repl != nil && def.Type == QueueQuorum {
 		q, err = b.declareQuorumCluster(reg, def)
+		return q, 0, 0, err
+	}
+	if b.repl != nil {
+		q, err = b.declareClassicCluster(reg, def, owner) // classic_cluster.go
 		return q, 0, 0, err
 	}
 	q, err = b.createQueue(reg, def, owner)
@@ -381,8 +394,16 @@ func (b *Broker) DeleteQueue(vhost, name string, owner any, ifUnused, ifEmpty bo
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	q := reg.get(vhost, name)
-	if _, placed := reg.placement(vhost, name); placed {
+	if rec, placed := reg.placement(vhost, name); placed {
 		reg.opMu.Unlock()
+		switch {
+		case q != nil:
+			if err := q.CheckOwner(owner); err != nil {
+				return 0, err
+			}
+		case rec.Exclusive:
+			return 0, errQueueLocked(vhost, name) // its owner is a connection of its home node
+		}
 		return b.deleteQuorumCluster(q, vhost, name, ifUnused, ifEmpty)
 	}
 	if q == nil {
@@ -430,13 +451,26 @@ func (b *Broker) OwnerClosed(owner any) {
 	reg := b.queueReg()
 	reg.opMu.Lock()
 	reg.mu.Lock()
-	var mine []*Queue
-	for _, q := range reg.mu.queues {
+	var mine, placed []*Queue
+	for k, q := range reg.mu.queues {
 		if q.Owner() == owner {
-			mine = append(mine, q)
+			if _, ok := reg.mu.placed[k]; ok {
+				placed = append(placed, q) // the cluster's: deleted through its log
+			} else {
+				mine = append(mine, q)
+			}
 		}
 	}
 	reg.mu.Unlock()
+	if len(placed) > 0 {
+		defer func() {
+			for _, q := range placed {
+				if _, err := b.deleteQuorumCluster(nil, q.Def().VHost, q.Def().Name, false, false); err != nil {
+					b.log.Error("queues: delete exclusive queue", "vhost", q.Def().VHost, "queue", q.Def().Name, "err", err)
+				}
+			}
+		}()
+	}
 	var gone []*Queue
 	for _, q := range mine {
 		if _, err := q.BeginShutdown(false, false); err != nil {
@@ -505,19 +539,27 @@ func (b *Broker) openQueues() error {
 	var placed []queueRecord
 	for _, rec := range recs {
 		if len(rec.Members) > 0 {
-			// A replicated queue: opened in its role (quorum_cluster.go).
+			// A queue of the cluster's: a replicated one opened in its
+			// role (quorum_cluster.go), a classic one recovered below
+			// on its home node only (classic_cluster.go).
 			p := &placedQueue{rec: rec}
 			reg.mu.Lock()
 			reg.mu.placed[streamName{rec.VHost, rec.Name}] = p
 			reg.mu.Unlock()
-			if _, member := b.queueLogOptionsFor(rec); member {
-				ids[rec.ID] = true
-				if err := b.openPlacedLocked(reg, p); err != nil {
-					return fmt.Errorf("queues: open %s: %w", rs("queue", rec.Name, rec.VHost), err)
-				}
-			}
 			placed = append(placed, rec)
-			continue
+			if rec.Type == QueueClassic {
+				if rec.Leader != b.opts.NodeName || rec.Transient {
+					continue // another node's; or gone with the restart
+				}
+			} else {
+				if _, member := b.queueLogOptionsFor(rec); member {
+					ids[rec.ID] = true
+					if err := b.openPlacedLocked(reg, p); err != nil {
+						return fmt.Errorf("queues: open %s: %w", rs("queue", rec.Name, rec.VHost), err)
+					}
+				}
+				continue
+			}
 		}
 		args, err := decodeArgs(rec.Args)
 		if err != nil {
@@ -552,7 +594,7 @@ func (b *Broker) openQueues() error {
 		b.topoQueueAdded(q.Def().VHost, q.Def().Name, true)
 	}
 	for _, rec := range placed {
-		b.topoQueueAdded(rec.VHost, rec.Name, true)
+		b.topoQueueAdded(rec.VHost, rec.Name, !rec.Transient)
 	}
 	if err := b.topoQueuesRecovered(); err != nil {
 		return err

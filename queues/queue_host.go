@@ -66,9 +66,10 @@ func (b *Broker) deleteQueueIf(q *Queue, what string, begin func() bool) {
 	def := q.Def()
 	reg := b.queueReg()
 	reg.opMu.Lock()
-	if def.LogState {
-		// A replicated queue: its leader (this node) decides, and every
-		// member deletes it when the deletion is applied.
+	if _, placed := reg.placement(def.VHost, def.Name); placed {
+		// A queue of the cluster's: its leader or home (this node)
+		// decides, and every node deletes it when the deletion is
+		// applied.
 		reg.opMu.Unlock()
 		if _, err := b.deleteQuorumCluster(q, def.VHost, def.Name, what == "queues: auto-delete", false); err != nil {
 			b.log.Error(what, "vhost", def.VHost, "queue", def.Name, "err", err)

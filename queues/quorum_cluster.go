@@ -66,6 +66,10 @@ func placedDef(rec queueRecord) (QueueDef, error) {
 	if err != nil {
 		return QueueDef{}, err
 	}
+	if rec.Type == QueueClassic {
+		return QueueDef{VHost: rec.VHost, Name: rec.Name, ID: rec.ID, Type: rec.Type, Durable: !rec.Transient,
+			Exclusive: rec.Exclusive, AutoDelete: rec.AutoDelete, Args: args}, nil
+	}
 	return QueueDef{VHost: rec.VHost, Name: rec.Name, ID: rec.ID, Type: rec.Type, Durable: true,
 		AutoDelete: rec.AutoDelete, Args: args, LogState: true}, nil
 }
@@ -73,6 +77,9 @@ func placedDef(rec queueRecord) (QueueDef, error) {
 // cmdDeclareQuorum creates a quorum queue on every member.
 type cmdDeclareQuorum struct {
 	Rec queueRecord `json:"rec"`
+	// Token names a classic declare in flight on its home node
+	// (classic_cluster.go).
+	Token string `json:"token,omitempty"`
 }
 
 func (*cmdDeclareQuorum) op() string { return "queue.declare" }
@@ -122,7 +129,7 @@ func (b *Broker) declareQuorumCluster(reg *queueRegistry, def QueueDef) (*Queue,
 	rec := queueRecord{VHost: def.VHost, Name: def.Name, Type: def.Type, AutoDelete: def.AutoDelete, Args: args,
 		Members: members, Leader: leader, Epoch: 1}
 	reg.opMu.Unlock()
-	_, err = b.exec(&cmdDeclareQuorum{rec})
+	_, err = b.exec(&cmdDeclareQuorum{Rec: rec})
 	reg.opMu.Lock()
 	if err != nil {
 		return nil, err
@@ -137,6 +144,9 @@ func existingPlacedLocked(rec queueRecord, def QueueDef) error {
 	cur, err := placedDef(rec)
 	if err != nil {
 		return err
+	}
+	if rec.Exclusive {
+		return errQueueLocked(rec.VHost, rec.Name) // its owner is a connection of its home node
 	}
 	return checkQueueEquivalence(cur, def.Durable, def.AutoDelete, def.Args)
 }
@@ -154,10 +164,10 @@ func (c *cmdDeclareQuorum) apply(b *Broker) (any, error) {
 		}
 		return nil, existingPlacedLocked(cur, def)
 	}
-	if q := reg.get(rec.VHost, rec.Name); q != nil {
+	if q := reg.get(rec.VHost, rec.Name); q != nil && !(rec.Type == QueueClassic && rec.Leader == b.opts.NodeName && q.Def().Type == QueueClassic) {
 		reg.opMu.Unlock()
-		// A queue of this node's own (classic queues are not in the
-		// cluster's catalog yet) has the name.
+		// A queue of this node's own (one from before it was in a
+		// cluster) has the name.
 		return nil, Errorf(CodePreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received '%s' but current is '%s'",
 			rs("queue", rec.Name, rec.VHost), QueueQuorum, q.Def().Type)
 	}
@@ -169,6 +179,9 @@ func (c *cmdDeclareQuorum) apply(b *Broker) (any, error) {
 	if !b.VHostExists(rec.VHost) {
 		reg.opMu.Unlock()
 		return nil, Errorf(CodeNotFound, "no vhost '%s'", rec.VHost)
+	}
+	if rec.Type == QueueClassic {
+		return b.declarePlacedClassicLocked(reg, c) // classic_cluster.go; unlocks reg.opMu
 	}
 	opts, member := b.queueLogOptionsFor(rec)
 	p := &placedQueue{rec: rec}
@@ -285,7 +298,9 @@ func (b *Broker) QueuePlacements() []Placement {
 	defer reg.mu.Unlock()
 	out := make([]Placement, 0, len(reg.mu.placed))
 	for _, p := range reg.mu.placed {
-		out = append(out, placementOfQueue(p.rec))
+		if p.rec.Type != QueueClassic { // a classic queue is not replicated: its home runs it
+			out = append(out, placementOfQueue(p.rec))
+		}
 	}
 	return out
 }

@@ -195,6 +195,9 @@ func (b *Broker) BootstrapCluster() error {
 	}); err != nil {
 		return err
 	}
+	if err := b.dropLostClassic(); err != nil {
+		return err
+	}
 	var seeder string
 	if err := b.cat.get(seedKey, &seeder); err == nil && seeder == b.repl.node {
 		if err := b.adoptStreams(); err != nil {

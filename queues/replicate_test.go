@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -304,24 +307,73 @@ func TestBootstrapCluster(t *testing.T) {
 	}
 }
 
-// In a cluster whose queues are still each node's own, a binding to a
-// queue stays on the queue's node and takes no log entry.
-func TestClusterQueueBindingsLocal(t *testing.T) {
-	bs, l := openCluster(t, 2)
-	declareQ(t, bs[0], "local", true)
-	n := len(l.log)
-	must(t, bs[0].Bind(BindingDef{VHost: "/", Source: "amq.fanout", DestKind: DestQueue, Dest: "local"}))
-	if len(l.log) != n {
-		t.Errorf("a binding to a local queue went through the log")
+// In a cluster a classic queue is the cluster's name and its home
+// node's queue: every node knows it, bindings to it are the cluster's,
+// an exclusive queue is locked to its connection everywhere and goes
+// with it, and a deletion anywhere deletes it at home.
+func TestClusterClassicQueues(t *testing.T) {
+	bs, _ := openCluster(t, 2)
+	b1, b2 := bs[0], bs[1]
+	q := declareQ(t, b1, "cq", true)
+	if q == nil {
+		t.Fatal("the home node does not run its queue")
 	}
-	if got := bs[0].BindingsFrom("/", "amq.fanout"); len(got) != 1 {
-		t.Errorf("node 1: %d bindings from amq.fanout, want 1", len(got))
+	def, p, ok := b2.PlacedQueue("/", "cq")
+	if !ok || def.Type != QueueClassic || !def.Durable || p.Leader != "n1" || len(p.Members) != 1 {
+		t.Fatalf("n2's record of cq: %+v %+v %v", def, p, ok)
 	}
-	if got := bs[1].BindingsFrom("/", "amq.fanout"); len(got) != 0 {
-		t.Errorf("node 2: %d bindings from amq.fanout, want 0", len(got))
+	if q2, _, _, err := b2.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "cq", Durable: true}}); err != nil || q2 != nil {
+		t.Fatalf("redeclare on n2: %v %v", q2, err)
 	}
-	routed, err := bs[0].Route("/", "amq.fanout", []string{""}, nil, nil)
-	if err != nil || len(routed) != 1 || routed[0] != "local" {
-		t.Errorf("node 1 routes amq.fanout to %q (%v), want [local]", routed, err)
+	if _, _, _, err := b2.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "cq", Durable: false}}); code(err) != CodePreconditionFailed {
+		t.Fatalf("inequivalent redeclare on n2: %v", err)
+	}
+	must(t, b2.Bind(BindingDef{VHost: "/", Source: "amq.fanout", DestKind: DestQueue, Dest: "cq"}))
+	for i, b := range bs {
+		if routed, err := b.Route("/", "amq.fanout", []string{""}, nil, nil); err != nil || !slices.Equal(routed, []string{"cq"}) {
+			t.Errorf("node %d routes amq.fanout to %q (%v), want [cq]", i+1, routed, err)
+		}
+	}
+	if _, err := b2.Queue("/", "cq"); code(err) != CodeNotFound || !strings.Contains(err.Error(), "led by node 'n1'") {
+		t.Fatalf("n2.Queue(cq): %v", err)
+	}
+
+	// Exclusive: locked to its connection on both nodes; gone with it.
+	owner, other := new(int), new(int)
+	ex, _, _, err := b1.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "ex", Exclusive: true}, Owner: owner})
+	if err != nil || ex == nil || ex.Owner() != owner {
+		t.Fatalf("exclusive declare: %v %v", ex, err)
+	}
+	for i, b := range bs {
+		_, _, _, err := b.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "ex", Exclusive: true}, Owner: other})
+		if code(err) != CodeResourceLocked {
+			t.Errorf("node %d: another connection's declare of ex: %v", i+1, err)
+		}
+	}
+	if _, err := b2.DeleteQueue("/", "ex", other, false, false); code(err) != CodeResourceLocked {
+		t.Errorf("n2: delete of ex: %v", err)
+	}
+	b1.OwnerClosed(owner)
+	for i, b := range bs {
+		if _, _, ok := b.PlacedQueue("/", "ex"); ok {
+			t.Errorf("node %d still knows ex after its connection closed", i+1)
+		}
+	}
+
+	// Deleted on n2: gone at home, files included.
+	dir := b1.queueDir(true, q.Def().ID)
+	if _, err := b2.DeleteQueue("/", "cq", nil, false, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bs {
+		if _, _, ok := b.PlacedQueue("/", "cq"); ok {
+			t.Errorf("node %d still knows cq", i+1)
+		}
+	}
+	if _, err := b1.Queue("/", "cq"); code(err) != CodeNotFound {
+		t.Errorf("n1 still runs cq: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cq's log is still there: %v", err)
 	}
 }

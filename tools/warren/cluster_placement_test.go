@@ -149,13 +149,18 @@ func TestClusterSuperStreamLeaders(t *testing.T) {
 	}
 
 	const total = 300
-	p, err := env.NewSuperStreamProducer("inv", stream.NewSuperStreamProducerOptions(
-		stream.NewHashRoutingStrategy(func(m message.StreamMessage) string {
-			return m.GetApplicationProperties()["key"].(string)
-		})))
-	if err != nil {
-		t.Fatalf("NewSuperStreamProducer: %v", err)
-	}
+	// Every partition's leader has opened it once Metadata names it
+	// available: until then the producer is refused ("Stream Not
+	// Available"), as a client of RabbitMQ is while a leader starts.
+	var p *stream.SuperStreamProducer
+	waitFor(t, "a super stream producer", 15*time.Second, func() bool {
+		var err error
+		p, err = env.NewSuperStreamProducer("inv", stream.NewSuperStreamProducerOptions(
+			stream.NewHashRoutingStrategy(func(m message.StreamMessage) string {
+				return m.GetApplicationProperties()["key"].(string)
+			})))
+		return err == nil
+	})
 	defer p.Close()
 	confirms := p.NotifyPublishConfirmation(total)
 	for i := range total {

@@ -304,3 +304,65 @@ func TestClusterStreamPublishAnyNode(t *testing.T) {
 		}
 	}
 }
+
+// A classic queue is its declaring node's, and the cluster's name:
+// clients of the other nodes publish to it and consume from it through
+// the proxy; an exclusive one is locked to its connection everywhere;
+// while its home is down it is out of reach (a nack), and back, it has
+// what it had.
+func TestClusterClassicQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	const name = "cq"
+	conn1, ch1 := amqpChannel(t, n1)
+	if _, err := ch1.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch1.QueueDeclare("mine", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, n.name+" to know the queues", 10*time.Second, func() bool {
+			p, ok := n.queuePlacement(t, name)
+			_, ok2 := n.queuePlacement(t, "mine")
+			return ok && ok2 && p.Leader == "n1" && p.Type == "classic"
+		})
+	}
+	_, ch2 := amqpChannel(t, n2)
+	if _, err := ch2.QueueDeclare("mine", false, false, true, false, nil); !isCode(err, 405) {
+		t.Fatalf("n2 declares n1's connection's exclusive queue: %v; want 405", err)
+	}
+	publishQueueConfirmed(t, n2, name, 0, 100)
+	checkRun(t, "n3", consumeQueue(t, n3, name, 100, true), 0)
+	conn1.Close() // its exclusive queue goes, everywhere
+	for _, n := range nodes {
+		waitFor(t, n.name+" to forget the exclusive queue", 10*time.Second, func() bool {
+			_, ok := n.queuePlacement(t, "mine")
+			return !ok
+		})
+	}
+
+	publishQueueConfirmed(t, n3, name, 100, 150)
+	// Acks reach the disk within the ack state's persist interval
+	// (100 ms), as on a single node; later ones would come back.
+	time.Sleep(500 * time.Millisecond)
+	n1.kill()
+	_, ch := amqpChannel(t, n2)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{Body: []byte("home down")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ok, err := dc.WaitContext(ctx); err != nil || ok {
+		t.Fatalf("publish while the home is down: confirmed %v, %v; want a nack", ok, err)
+	}
+	n1.start(t)
+	checkRun(t, "n2 after n1's restart", consumeQueue(t, n2, name, 50, true), 100)
+}
