@@ -123,10 +123,17 @@ type Client struct {
 	props     map[string]string // server's connection properties (Open)
 	peer      map[string]string // server's peer properties
 
-	wmu sync.Mutex // guards w and wbuf
+	wmu sync.Mutex // guards w, wbuf, credits and creditIDs
 	w   *bufio.Writer
 	// wbuf is scratch space for small frames, under wmu.
 	wbuf []byte
+	// credits are DeferCredit's credits not yet written, per
+	// subscription id; creditIDs lists the ids with some, in order.
+	credits   [256]uint32
+	creditIDs []uint8
+	// creditsDeferred is set while credits holds any: the reader then
+	// writes them before it next reads the socket.
+	creditsDeferred atomic.Bool
 
 	corr atomic.Uint32
 
@@ -401,9 +408,13 @@ func (c *Client) closedErr() error {
 	}
 }
 
-// readLoop reads frames until the connection fails, dispatching them.
+// readLoop reads frames until the connection fails, dispatching them. A
+// frame that the read buffer holds whole is dispatched in place; a larger
+// one is read into a frame buffer (readFrameBody), so that no byte of a
+// replay is copied twice on its way to the handler.
 func (c *Client) readLoop() {
-	r := bufio.NewReaderSize(c.conn, readBufferSize)
+	src := creditWriter{c}
+	r := bufio.NewReaderSize(src, readBufferSize)
 	var buf []byte
 	var hdr [4]byte
 	err := func() error {
@@ -420,11 +431,20 @@ func (c *Client) readLoop() {
 			if n < 4 {
 				return fmt.Errorf("leanstream: frame of %d bytes has no key and version", n)
 			}
+			if r.Buffered() >= int(n) {
+				frame, _ := r.Peek(int(n)) // cannot fail: n bytes are buffered
+				err := c.dispatch(frame)
+				_, _ = r.Discard(int(n))
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if cap(buf) < int(n) {
 				buf = make([]byte, n, max(int(n), 2*cap(buf)))
 			}
 			buf = buf[:n]
-			if err := readFrameBody(r, c.conn, buf); err != nil {
+			if err := readFrameBody(r, src, buf); err != nil {
 				return err
 			}
 			if err := c.dispatch(buf); err != nil {
