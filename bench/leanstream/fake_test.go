@@ -180,9 +180,9 @@ func TestMalformedDeliver(t *testing.T) {
 // reach the server, summed, before the client waits for more.
 func TestDeliverInPlaceAndDeferredCredit(t *testing.T) {
 	const subID = 3
-	// Three small chunks in one write (dispatched from the read buffer),
-	// then one larger than directRead (read into a frame buffer).
-	sizes := []int{10, 200, 30, 3 * directRead}
+	// Three small chunks in one write, then one of a replay's size,
+	// which takes several reads.
+	sizes := []int{10, 200, 30, 300 << 10}
 	credits := make(chan int, 1)
 	addr := fakeServer(t, func(r *bufio.Reader, w net.Conn) {
 		got := 0
