@@ -422,7 +422,10 @@ func (w *outWriter) writeOut(buf []byte, spans []fileSpan) error {
 		}
 		prev = s.at
 		if s.n > smallSpan {
-			if err := w.flush(); err != nil {
+			// The frame's head waits in the socket for the sendfile
+			// (MSG_MORE), so that head and data go in the same
+			// segments: one wake-up of the peer, not two.
+			if err := w.flushMore(true); err != nil {
 				return err
 			}
 			err := sendFile(w.nc, s.file, s.pos, s.n)
@@ -457,7 +460,11 @@ func (w *outWriter) writeOut(buf []byte, spans []fileSpan) error {
 
 // flush writes the staged buffers with one writev (when the connection
 // has a file descriptor) and empties the stage.
-func (w *outWriter) flush() error {
+func (w *outWriter) flush() error { return w.flushMore(false) }
+
+// flushMore is flush; with more, and a file descriptor, the bytes may
+// wait in the socket for the next write (MSG_MORE).
+func (w *outWriter) flushMore(more bool) error {
 	var err error
 	if len(w.vec) > 0 {
 		var n int64
@@ -475,7 +482,7 @@ func (w *outWriter) flush() error {
 				w.joined = nil
 			}
 		} else if w.raw != nil {
-			n, err = w.wv.write(w.raw, w.vec)
+			n, err = w.wv.write(w.raw, w.vec, more)
 		} else {
 			v := w.vec // WriteTo consumes v; w.vec keeps its backing array
 			n, err = v.WriteTo(w.nc)

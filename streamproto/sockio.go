@@ -156,13 +156,20 @@ type rawWritev struct {
 	i   int // iov[i:] is left to write
 	n   int64
 	err error
+	// more makes the writes sendmsg(2) with MSG_MORE: the bytes wait
+	// in the socket for what the caller sends next (a sendfile), to go
+	// in the same segments.
+	more bool
+	msg  unix.Msghdr // sendmsg's header, kept here so that it does not escape
 }
 
 // iovMax is the most iovecs one writev takes (Linux's UIO_MAXIOV).
 const iovMax = 1024
 
-// write writes every byte of bufs and returns how many it wrote.
-func (wv *rawWritev) write(raw syscall.RawConn, bufs [][]byte) (int64, error) {
+// write writes every byte of bufs and returns how many it wrote. With
+// more, the bytes may wait in the socket for the next write (MSG_MORE).
+func (wv *rawWritev) write(raw syscall.RawConn, bufs [][]byte, more bool) (int64, error) {
+	wv.more = more
 	if wv.fn == nil {
 		wv.fn = wv.writev
 	}
@@ -189,7 +196,16 @@ func (wv *rawWritev) write(raw syscall.RawConn, bufs [][]byte) (int64, error) {
 func (wv *rawWritev) writev(fd uintptr) bool {
 	for wv.i < len(wv.iov) {
 		batch := wv.iov[wv.i:min(len(wv.iov), wv.i+iovMax)]
-		m, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&batch[0])), uintptr(len(batch)))
+		var m uintptr
+		var errno syscall.Errno
+		if wv.more {
+			wv.msg = unix.Msghdr{Iov: &batch[0]}
+			wv.msg.SetIovlen(len(batch))
+			m, _, errno = unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&wv.msg)), unix.MSG_MORE)
+			wv.msg = unix.Msghdr{}
+		} else {
+			m, _, errno = unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&batch[0])), uintptr(len(batch)))
+		}
 		switch errno {
 		case 0:
 		case unix.EINTR:
@@ -197,6 +213,12 @@ func (wv *rawWritev) writev(fd uintptr) bool {
 		case unix.EAGAIN:
 			return false
 		default:
+			if wv.more {
+				// Not a socket, or one without MSG_MORE: plain
+				// writev, which reports the error if it is real.
+				wv.more = false
+				continue
+			}
 			wv.err = os.NewSyscallError("writev", errno)
 			return true
 		}

@@ -38,7 +38,7 @@ func TestRawWritevFullSocket(t *testing.T) {
 		got <- b
 	}()
 	var wv rawWritev
-	n, err := wv.write(raw, bufs)
+	n, err := wv.write(raw, bufs, false)
 	if err != nil || n != int64(len(want)) {
 		t.Fatalf("write = %d, %v; want %d, nil", n, err, len(want))
 	}
@@ -112,4 +112,65 @@ func TestSendFileCached(t *testing.T) {
 	if b := <-got; !bytes.Equal(b, want[100:len(want)-100]) {
 		t.Errorf("received %d bytes, not the %d sent", len(b), len(want)-200)
 	}
+}
+
+// Ensure rawWritev with more (sendmsg, MSG_MORE) delivers its bytes,
+// in order, once the next write without it follows, over TCP, when
+// the socket fills up mid-write, and falls back to writev on a
+// descriptor that is not a socket (a pipe: ENOTSOCK).
+func TestRawWritevMore(t *testing.T) {
+	var first, second [][]byte
+	var want []byte
+	for i := range 1500 { // > iovMax buffers, ~750 KB
+		b := bytes.Repeat([]byte{byte(i)}, 1+i%1000)
+		if i < 1200 {
+			first = append(first, b)
+		} else {
+			second = append(second, b)
+		}
+		want = append(want, b...)
+	}
+	check := func(t *testing.T, raw syscall.RawConn, closeW func(), r io.Reader) {
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(r)
+			got <- b
+		}()
+		var wv rawWritev
+		n1, err := wv.write(raw, first, true)
+		if err != nil {
+			t.Fatalf("write with more: %v", err)
+		}
+		n2, err := wv.write(raw, second, false)
+		if err != nil || n1+n2 != int64(len(want)) {
+			t.Fatalf("writes = %d+%d, %v; want %d, nil", n1, n2, err, len(want))
+		}
+		closeW()
+		if b := <-got; !bytes.Equal(b, want) {
+			t.Errorf("read %d bytes, not the %d written", len(b), len(want))
+		}
+	}
+	t.Run("tcp", func(t *testing.T) {
+		server, client := tcpPair(t)
+		if err := server.(*net.TCPConn).SetWriteBuffer(4 << 10); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := server.(syscall.Conn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, raw, func() { server.Close() }, client)
+	})
+	t.Run("pipe", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		raw, err := w.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, raw, func() { w.Close() }, r)
+	})
 }

@@ -32,7 +32,7 @@ const (
 	DefaultHeartbeat = 60 * time.Second
 	DefaultTimeout   = 10 * time.Second
 
-	readBufferSize  = 1 << 20
+	readBufferSize  = 4 << 20 // several replay chunks of a few hundred KB
 	maxReadFrame    = 256 << 20
 	writeBufferSize = 256 << 10
 	// initialFrameMax bounds Publish frames before Tune.
@@ -123,10 +123,17 @@ type Client struct {
 	props     map[string]string // server's connection properties (Open)
 	peer      map[string]string // server's peer properties
 
-	wmu sync.Mutex // guards w and wbuf
+	wmu sync.Mutex // guards w, wbuf, credits and creditIDs
 	w   *bufio.Writer
 	// wbuf is scratch space for small frames, under wmu.
 	wbuf []byte
+	// credits are DeferCredit's credits not yet written, per
+	// subscription id; creditIDs lists the ids with some, in order.
+	credits   [256]uint32
+	creditIDs []uint8
+	// creditsDeferred is set while credits holds any: the reader then
+	// writes them before it next reads the socket.
+	creditsDeferred atomic.Bool
 
 	corr atomic.Uint32
 
@@ -401,33 +408,20 @@ func (c *Client) closedErr() error {
 	}
 }
 
-// readLoop reads frames until the connection fails, dispatching them.
+// readLoop reads frames until the connection fails, dispatching them
+// where they lie in the read buffer (frameReader), so that no byte of a
+// replay is copied twice on its way to the handler.
 func (c *Client) readLoop() {
-	r := bufio.NewReaderSize(c.conn, readBufferSize)
-	var buf []byte
-	var hdr [4]byte
+	fr := newFrameReader(creditWriter{c}, readBufferSize)
 	err := func() error {
 		for {
-			if _, err := io.ReadFull(r, hdr[:]); err != nil {
-				return err
-			}
-			n := binary.BigEndian.Uint32(hdr[:])
 			// The server's chunks are not bound by the negotiated frame
 			// max, so only absurd sizes are refused.
-			if n > maxReadFrame {
-				return fmt.Errorf("leanstream: frame of %d bytes exceeds the %d-byte read limit", n, maxReadFrame)
-			}
-			if n < 4 {
-				return fmt.Errorf("leanstream: frame of %d bytes has no key and version", n)
-			}
-			if cap(buf) < int(n) {
-				buf = make([]byte, n, max(int(n), 2*cap(buf)))
-			}
-			buf = buf[:n]
-			if err := readFrameBody(r, c.conn, buf); err != nil {
+			frame, err := fr.next(maxReadFrame)
+			if err != nil {
 				return err
 			}
-			if err := c.dispatch(buf); err != nil {
+			if err := c.dispatch(frame); err != nil {
 				return err
 			}
 		}
@@ -445,27 +439,6 @@ func (c *Client) readLoop() {
 	c.mu.Unlock()
 	close(c.done)
 	_ = c.conn.Close()
-}
-
-// directRead is the part of a frame past which readFrameBody reads straight
-// from the connection.
-const directRead = 64 << 10
-
-// readFrameBody fills frame from r, which buffers conn. A large frame (a
-// replay's chunk) takes what r holds and reads the rest straight from
-// conn, rather than through r's buffer and a copy out of it, which cost
-// the client a copy of every byte of a replay.
-func readFrameBody(r *bufio.Reader, conn io.Reader, frame []byte) error {
-	if len(frame)-r.Buffered() < directRead {
-		_, err := io.ReadFull(r, frame)
-		return err
-	}
-	k, err := io.ReadFull(r, frame[:r.Buffered()])
-	if err != nil {
-		return err
-	}
-	_, err = io.ReadFull(conn, frame[k:])
-	return err
 }
 
 // dispatch handles one frame. An error ends the connection.

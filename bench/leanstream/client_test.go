@@ -1,8 +1,8 @@
 package leanstream
 
 import (
-	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
@@ -351,29 +352,57 @@ func TestInteropWithGoClient(t *testing.T) {
 	})
 }
 
-// Ensure readFrameBody reads small frames through the buffer and large
-// ones partly straight from the connection, leaving the stream in step.
-func TestReadFrameBody(t *testing.T) {
+// Ensure frameReader hands out every frame intact and in order when
+// reads come in odd pieces, frames are cut by the buffer's end (moved to
+// the front) or larger than the buffer (grown), and reports the end of
+// the input, a cut frame and an oversized one.
+func TestFrameReader(t *testing.T) {
+	const bufSize = 4096
+	sizes := []int{4, 10, 3000, 100, 3 * bufSize, 7, bufSize - 4, bufSize - 3, 500, 9 * bufSize, 4}
 	var src []byte
-	sizes := []int{10, 3 * directRead, 100, directRead + 1, 7}
 	for i, n := range sizes {
+		src = binary.BigEndian.AppendUint32(src, uint32(n))
 		src = append(src, bytes.Repeat([]byte{byte('a' + i)}, n)...)
 	}
-	conn := bytes.NewReader(src)
-	r := bufio.NewReaderSize(conn, 4096)
-	if _, err := r.Peek(1000); err != nil { // something buffered, as after a frame header
-		t.Fatal(err)
+	readers := map[string]func() io.Reader{
+		"whole":    func() io.Reader { return bytes.NewReader(src) },
+		"halves":   func() io.Reader { return iotest.HalfReader(bytes.NewReader(src)) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(src)) },
+		"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(src)) },
 	}
-	for i, n := range sizes {
-		frame := make([]byte, n)
-		if err := readFrameBody(r, conn, frame); err != nil {
-			t.Fatalf("frame %d: %v", i, err)
+	for name, r := range readers {
+		t.Run(name, func(t *testing.T) {
+			fr := newFrameReader(r(), bufSize)
+			for i, n := range sizes {
+				frame, err := fr.next(1 << 20)
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if want := bytes.Repeat([]byte{byte('a' + i)}, n); !bytes.Equal(frame, want) {
+					t.Fatalf("frame %d of %d bytes: wrong bytes (%d)", i, n, len(frame))
+				}
+			}
+			if _, err := fr.next(1 << 20); err != io.EOF {
+				t.Errorf("read past the end: %v, want io.EOF", err)
+			}
+		})
+	}
+	for _, cut := range []int{2, 4 + 5, len(src) - 1} {
+		fr := newFrameReader(bytes.NewReader(src[:cut]), bufSize)
+		var err error
+		for err == nil {
+			_, err = fr.next(1 << 20)
 		}
-		if want := bytes.Repeat([]byte{byte('a' + i)}, n); !bytes.Equal(frame, want) {
-			t.Fatalf("frame %d of %d bytes: wrong bytes", i, n)
+		if err != io.ErrUnexpectedEOF {
+			t.Errorf("input cut at %d: %v, want io.ErrUnexpectedEOF", cut, err)
 		}
 	}
-	if err := readFrameBody(r, conn, make([]byte, 1)); err != io.EOF {
-		t.Errorf("read past the end: %v, want io.EOF", err)
+	fr := newFrameReader(bytes.NewReader(src), bufSize)
+	if _, err := fr.next(3); err == nil {
+		t.Error("a frame over the limit was read")
+	}
+	fr = newFrameReader(bytes.NewReader([]byte{0, 0, 0, 3, 1, 2, 3}), bufSize)
+	if _, err := fr.next(1 << 20); err == nil {
+		t.Error("a frame of 3 bytes (no key and version) was read")
 	}
 }

@@ -3,6 +3,7 @@ package leanstream
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -132,6 +133,76 @@ func (c *Client) Credit(subscriptionID uint8, n uint16) error {
 		b = wire.AppendU16(append(b, subscriptionID), n)
 		return wire.EndFrame(b, start)
 	})
+}
+
+// DeferCredit gives a subscription n more chunks of credit, as Credit
+// does, but writes it only when the connection's reader next reads the
+// socket, together with every other credit deferred until then (summed
+// per subscription): a handler that gives one credit per chunk then costs
+// one write per read of the socket instead of one per chunk, and the
+// server reads them at once. The server gets the same credit, no later
+// than before the reader could wait for more chunks. Meant for
+// ChunkHandlers; from elsewhere, with no chunks coming, the credit waits.
+func (c *Client) DeferCredit(subscriptionID uint8, n uint16) {
+	if n == 0 {
+		return
+	}
+	c.wmu.Lock()
+	if c.credits[subscriptionID] == 0 {
+		c.creditIDs = append(c.creditIDs, subscriptionID)
+	}
+	c.credits[subscriptionID] += uint32(n)
+	c.creditsDeferred.Store(true)
+	c.wmu.Unlock()
+}
+
+// maxCreditFrame is the most credit one Credit frame carries: servers
+// read it as a signed 16-bit number.
+const maxCreditFrame = math.MaxInt16
+
+// writeDeferredCredits writes the credits DeferCredit gathered, with one
+// write.
+func (c *Client) writeDeferredCredits() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.creditsDeferred.Store(false)
+	if len(c.creditIDs) == 0 {
+		return nil
+	}
+	b := c.wbuf[:0]
+	for _, id := range c.creditIDs {
+		for n := c.credits[id]; n > 0; {
+			k := min(n, maxCreditFrame)
+			n -= k
+			var start int
+			b, start = wire.BeginFrame(b, wire.KeyCredit, 1)
+			b = wire.AppendU16(append(b, id), uint16(k))
+			b = wire.EndFrame(b, start)
+		}
+		c.credits[id] = 0
+	}
+	c.creditIDs = c.creditIDs[:0]
+	c.wbuf = b
+	if _, err := c.w.Write(b); err != nil {
+		return fmt.Errorf("leanstream: write credit: %w", err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("leanstream: write credit: %w", err)
+	}
+	return nil
+}
+
+// creditWriter is the reader goroutine's view of the connection: before
+// each read of the socket it writes the deferred credits.
+type creditWriter struct{ c *Client }
+
+func (cw creditWriter) Read(p []byte) (int, error) {
+	if cw.c.creditsDeferred.Load() {
+		if err := cw.c.writeDeferredCredits(); err != nil {
+			return 0, err
+		}
+	}
+	return cw.c.conn.Read(p)
 }
 
 // handleDeliver reads Deliver v1: subscription id, chunk.

@@ -2,6 +2,7 @@ package leanstream
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -171,5 +172,126 @@ func TestMalformedDeliver(t *testing.T) {
 	}
 	if !errors.Is(c.Err(), ErrBadChunk) {
 		t.Errorf("Err: %v", c.Err())
+	}
+}
+
+// Ensure chunks read in place from the read buffer and chunks read past
+// it both reach the handler intact, and that credits a handler defers
+// reach the server, summed, before the client waits for more.
+func TestDeliverInPlaceAndDeferredCredit(t *testing.T) {
+	const subID = 3
+	// Three small chunks in one write, then one of a replay's size,
+	// which takes several reads.
+	sizes := []int{10, 200, 30, 300 << 10}
+	credits := make(chan int, 1)
+	addr := fakeServer(t, func(r *bufio.Reader, w net.Conn) {
+		got := 0
+		for {
+			key, _, body, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			switch key {
+			case wire.KeyPeerProperties, wire.KeySaslHandshake:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1), u32(0)))
+			case wire.KeySaslAuthenticate:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1)))
+				w.Write(frame(wire.KeyTune, u32(0), u32(0)))
+			case wire.KeyOpen:
+				w.Write(frame(key|wire.ResponseBit, body[:4], u16(1), u32(0)))
+			case wire.KeySubscribe:
+				out := frame(key|wire.ResponseBit, body[:4], u16(1))
+				for i, n := range sizes {
+					msg := AppendMessage(nil, bytes.Repeat([]byte{byte('a' + i)}, n))
+					out = append(out, frame(wire.KeyDeliver, []byte{subID}, buildChunk(uint64(i), 1, 1, simple(msg)))...)
+				}
+				w.Write(out)
+			case wire.KeyCredit:
+				if body[0] != subID {
+					t.Errorf("credit for subscription %d, want %d", body[0], subID)
+				}
+				if got += int(binary.BigEndian.Uint16(body[1:])); got == len(sizes) {
+					credits <- got
+				}
+			}
+		}
+	})
+	c, err := DialConfig(t.Context(), Config{Addr: addr, CheckCRC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bodies := make(chan []byte, len(sizes))
+	err = c.Subscribe(subID, "s", First(), 0, func(ch *Chunk) {
+		it := ch.Messages()
+		for it.Next() {
+			body, _ := DataBody(it.Message())
+			bodies <- bytes.Clone(body)
+		}
+		c.DeferCredit(ch.SubscriptionID, 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		select {
+		case b := <-bodies:
+			if want := bytes.Repeat([]byte{byte('a' + i)}, n); !bytes.Equal(b, want) {
+				t.Fatalf("chunk %d of %d bytes: wrong body (%d bytes)", i, n, len(b))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("chunk %d not delivered", i)
+		}
+	}
+	select {
+	case n := <-credits:
+		if n != len(sizes) {
+			t.Errorf("credit %d, want %d", n, len(sizes))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("deferred credits not written while the client waits")
+	}
+}
+
+// Ensure deferred credits are summed per subscription, in order, and
+// split into frames of at most maxCreditFrame.
+func TestWriteDeferredCredits(t *testing.T) {
+	var out bytes.Buffer
+	c := &Client{w: bufio.NewWriter(&out)}
+	c.DeferCredit(7, 1)
+	c.DeferCredit(2, 5)
+	c.DeferCredit(7, 1)
+	for range 2 {
+		c.DeferCredit(9, 20000)
+	}
+	c.DeferCredit(4, 0) // nothing
+	if err := c.writeDeferredCredits(); err != nil {
+		t.Fatal(err)
+	}
+	if c.creditsDeferred.Load() || len(c.creditIDs) != 0 {
+		t.Error("credits left after the write")
+	}
+	type credit struct {
+		sub uint8
+		n   uint16
+	}
+	want := []credit{{7, 2}, {2, 5}, {9, maxCreditFrame}, {9, 40000 - maxCreditFrame}}
+	r := bufio.NewReader(&out)
+	for i, w := range want {
+		key, version, body, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		got := credit{body[0], binary.BigEndian.Uint16(body[1:])}
+		if key != wire.KeyCredit || version != 1 || len(body) != 3 || got != w {
+			t.Errorf("frame %d: key %v version %d %+v, want Credit v1 %+v", i, key, version, got, w)
+		}
+	}
+	if _, _, _, err := readFrame(r); err != io.EOF {
+		t.Errorf("after the credits: %v, want io.EOF", err)
+	}
+	// Nothing deferred: nothing written.
+	if err := c.writeDeferredCredits(); err != nil || out.Len() != 0 {
+		t.Errorf("empty write: %v, %d bytes", err, out.Len())
 	}
 }

@@ -55,16 +55,25 @@ type latencyRun struct {
 	h      *Histogram
 	bucket int
 	n      uint64
+	lo, hi int64 // bucket's bounds while n > 0
 }
 
-// record adds a latency of ns nanoseconds.
+// record adds a latency of ns nanoseconds. A value in the run's bucket
+// costs two comparisons.
 func (r *latencyRun) record(ns int64) {
-	b := bucketOf(ns)
-	if b != r.bucket || r.n == 0 {
-		r.flush()
-		r.bucket = b
+	if r.n > 0 && ns >= r.lo && ns <= r.hi {
+		r.n++
+		return
 	}
-	r.n++
+	r.start(ns)
+}
+
+// start ends the run and starts one with ns.
+func (r *latencyRun) start(ns int64) {
+	r.flush()
+	r.bucket = bucketOf(ns)
+	r.lo, r.hi = bucketBounds(r.bucket)
+	r.n = 1
 }
 
 // flush adds the run so far to the histogram.

@@ -54,6 +54,15 @@ func TestLatencyRun(t *testing.T) {
 			run.flush()
 		}
 	}
+	// Values at and around bucket bounds, rising slowly as a replay's
+	// latencies do, and negative ones (a clock step), which count as 0.
+	for b := 0; b < 40*subBuckets; b += 7 {
+		lo, hi := bucketBounds(b)
+		for _, ns := range []int64{lo - 1, lo, lo, hi, hi, hi + 1, -lo - 1} {
+			want.Record(time.Duration(ns))
+			run.record(ns)
+		}
+	}
 	run.flush()
 	if w, g := want.Snapshot(), got.Snapshot(); *w != *g {
 		t.Errorf("latencyRun counts %d in all, Record %d; the buckets differ", g.Count(), w.Count())

@@ -80,7 +80,7 @@ func newLeanConsumer(ctx context.Context, cfg StreamConfig, st *Stats, i int) (*
 			// incomplete or stalled.
 			st.Nacked.Add(1)
 		}
-		_ = c.Credit(ch.SubscriptionID, 1) // a failure shows as the connection's end
+		c.DeferCredit(ch.SubscriptionID, 1) // written before the reader next reads the socket
 	}
 	if err := c.Subscribe(leanSubscriptionID, cfg.Stream, spec, 0, handler); err != nil {
 		_ = c.Close()
