@@ -10,34 +10,53 @@ import (
 
 // BenchmarkReplicatedPublish publishes persistent 1 KiB messages with
 // confirms (a window of 200 in flight) over AMQP 0-9-1 to a quorum
-// queue and to a stream, on a single node and on the leader of a
-// three-node cluster (every node on this machine, each message held by
-// a majority before its confirm). Run with -benchtime=20000x or so; the
-// ratio of the two setups' msgs/s in one run is what to compare.
+// queue and to a stream: on a single node, on the leader of a three-node
+// cluster (every node on this machine, each message held by a majority
+// before its confirm), and through a node of that cluster that does not
+// lead (which forwards to the leader: the proxy). Run with
+// -benchtime=20000x or so; compare the setups' msgs/s within one run.
 func BenchmarkReplicatedPublish(b *testing.B) {
-	for _, setup := range []string{"single", "cluster3"} {
+	for _, setup := range []string{"single", "cluster3", "cluster3-proxied"} {
 		for _, kind := range []string{"quorum", "stream"} {
 			b.Run(setup+"/"+kind, func(b *testing.B) {
-				var n *clusterNode
+				var decl, pub *clusterNode
 				if setup == "single" {
-					n = &clusterNode{name: "single", dir: b.TempDir()}
-					n.flags = strings.Join([]string{"-data-dir", n.dir, "-amqp-listen", "127.0.0.1:0",
+					decl = &clusterNode{name: "single", dir: b.TempDir()}
+					decl.flags = strings.Join([]string{"-data-dir", decl.dir, "-amqp-listen", "127.0.0.1:0",
 						"-http-listen", "127.0.0.1:0", "-prometheus-listen=", "-stream-listen="}, " ")
-					n.start(b)
+					decl.start(b)
+					pub = decl
 				} else {
-					n = startStreamCluster(b)[0]
+					nodes := startStreamCluster(b)
+					decl, pub = nodes[0], nodes[0] // n1 declares, so leads
+					if setup == "cluster3-proxied" {
+						pub = nodes[1]
+					}
 				}
-				conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
+				name := "bench-" + kind
+				dconn, err := amqp091.Dial("amqp://guest:guest@" + decl.amqp + "/")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer dconn.Close()
+				dch, err := dconn.Channel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := dch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": kind}); err != nil {
+					b.Fatal(err)
+				}
+				waitFor(b, pub.name+" to know the queue", 10*time.Second, func() bool {
+					code, _ := pub.api(b, "GET", "/api/queues/%2F/"+name, "")
+					return code == 200
+				})
+				conn, err := amqp091.Dial("amqp://guest:guest@" + pub.amqp + "/")
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer conn.Close()
 				ch, err := conn.Channel()
 				if err != nil {
-					b.Fatal(err)
-				}
-				name := "bench-" + kind
-				if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": kind}); err != nil {
 					b.Fatal(err)
 				}
 				if err := ch.Confirm(false); err != nil {
@@ -52,8 +71,7 @@ func BenchmarkReplicatedPublish(b *testing.B) {
 				inflight := 0
 				for i := 0; i < b.N; i++ {
 					for inflight >= window {
-						c := <-confirms
-						if !c.Ack {
+						if c := <-confirms; !c.Ack {
 							b.Fatalf("nack %d", c.DeliveryTag)
 						}
 						inflight--
