@@ -1,8 +1,6 @@
 package queues
 
 import (
-	"errors"
-
 	"github.com/warren-mq/warren/osiris"
 )
 
@@ -113,9 +111,6 @@ func (b *Broker) ConsumeHere(vhost, name string, o ConsumerOptions, args map[str
 	}
 	return b.consumeQueue(q, o, args)
 }
-
-// errNoProxy is a proxied operation this node cannot make.
-var errNoProxy = errors.New("queues: no proxy to other nodes")
 
 // consumeRemote starts a consumer of a replicated queue its leader runs
 // elsewhere, through the proxy.
