@@ -255,6 +255,9 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		if _, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
 			return queues.ErrStreamGet(ch.c.vhost, name)
 		}
+		if _, _, placed := ch.c.broker.PlacedQueue(ch.c.vhost, name); placed {
+			return ch.getRemote(name, m.NoAck) // another node's queue, through the proxy
+		}
 		return err
 	}
 	if err := q.CheckGet(); err != nil {
@@ -285,6 +288,36 @@ func (ch *channel) handleGet(m *wire.BasicGet) error {
 		ch.c.ctr.Delivery[queues.QTypeOf(q.Def().Type)].GetEmpty.Add(1)
 		ch.c.send(ch.id, &wire.BasicGetEmpty{})
 	}
+	return nil
+}
+
+// getRemote answers basic.get of a queue another node runs.
+func (ch *channel) getRemote(name string, noAck bool) error {
+	d, got, qtype, err := ch.c.broker.GetRemote(ch.c.vhost, name, noAck)
+	if err != nil {
+		return err
+	}
+	qt := queues.QTypeOf(qtype)
+	if !got {
+		ch.c.ctr.Delivery[qt].GetEmpty.Add(1)
+		ch.c.send(ch.id, &wire.BasicGetEmpty{})
+		return nil
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.mu.nextTag++
+	tag := ch.mu.nextTag
+	if !noAck {
+		ch.mu.unacked = append(ch.mu.unacked, pendingAck{tag: tag, q: d.Via, id: d.ID, at: monoNow()})
+	}
+	ch.c.ctr.Deliver(qt, true, noAck, d.Redelivered)
+	ok := &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: d.MessageCount}
+	frameMax := ch.c.frameMax
+	ch.c.out.frames(func(b []byte) []byte {
+		b = wire.AppendMethodFrame(b, ch.id, ok)
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(d.Body)), d.Props)
+		return wire.AppendBodyFrames(b, ch.id, d.Body, frameMax)
+	})
 	return nil
 }
 

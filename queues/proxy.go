@@ -32,6 +32,10 @@ type Proxy interface {
 	// or its leader went), o.Sink's Cancelled is called with a nil
 	// queue.
 	Consume(node, vhost, name string, o ConsumerOptions, args map[string]any) (RemoteSubscription, error)
+	// Get takes one message of queue vhost/name on node (basic.get);
+	// false when the queue is empty. Unless noAck, the delivery's Via
+	// settles it; until it does, the message is the getter's.
+	Get(node, vhost, name string, noAck bool) (*Delivery, bool, error)
 }
 
 // RemoteSubscription is a consumer of a queue another node runs; it
@@ -135,3 +139,36 @@ func EncodeArgs(args map[string]any) ([]byte, error) { return encodeArgs(args) }
 
 // DecodeArgs decodes what EncodeArgs made.
 func DecodeArgs(b []byte) (map[string]any, error) { return decodeArgs(b) }
+
+// GetHere is basic.get of a queue this node runs: the serving side of
+// Proxy.Get.
+func (b *Broker) GetHere(vhost, name string, owner any, noAck bool, fn func(*Delivery)) (bool, error) {
+	reg := b.queueReg()
+	q := reg.get(vhost, name)
+	if q == nil {
+		if p, ok := reg.placement(vhost, name); ok {
+			return false, errQueueElsewhere(vhost, name, p)
+		}
+		return false, errNoQueue(vhost, name)
+	}
+	if err := q.CheckGet(); err != nil {
+		return false, err
+	}
+	return q.Get(owner, noAck, fn)
+}
+
+// GetRemote is basic.get of a queue another node runs, through the
+// proxy: the delivery (its Via settles it), with the queue's type for
+// the counters. An error when the queue is no other node's.
+func (b *Broker) GetRemote(vhost, name string, noAck bool) (d *Delivery, got bool, qtype string, err error) {
+	rec, ok := b.queueReg().placement(vhost, name)
+	p := b.proxy()
+	if !ok || rec.Leader == b.opts.NodeName {
+		return nil, false, "", errNoQueue(vhost, name)
+	}
+	if p == nil {
+		return nil, false, "", errQueueElsewhere(vhost, name, rec)
+	}
+	d, got, err = p.Get(rec.Leader, vhost, name, noAck)
+	return d, got, rec.Type, err
+}

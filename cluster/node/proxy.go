@@ -48,6 +48,10 @@ import (
 //	              ← deliver:  id u64 | redelivered u8 | exchange s16 | key s16 | props b32 | props10 b32 | body
 //	              → settle:   mode u8 | ids u64...
 //	              ← cancelled
+//	get conn      → get:      vhost s16 | name s16 | noack u8
+//	              ← result (an error), get-empty, or
+//	                get-ok:   message count u32 | a deliver's payload
+//	              → settle (one id; unless noack), then the peer closes
 //
 // s16 is a u16 length and bytes, b32 a u32 length and bytes. Codes are
 // AMQP reply codes (queues.Error); 541 for anything else.
@@ -56,6 +60,7 @@ const (
 
 	purposePublish = 1
 	purposeConsume = 2
+	purposeGet     = 3
 
 	frPublish   = 1
 	frDone      = 2
@@ -65,6 +70,9 @@ const (
 	frSettle    = 6
 	frCancelled = 7
 	frPubStream = 8
+	frGet       = 9
+	frGetOk     = 10
+	frGetEmpty  = 11
 
 	settleAck     = 1
 	settleRequeue = 2
@@ -556,6 +564,8 @@ func (n *Node) serveProxy(from string, conn net.Conn) {
 		n.servePublish(from, conn)
 	case purposeConsume:
 		n.serveConsume(from, conn)
+	case purposeGet:
+		n.serveGet(from, conn)
 	default:
 		conn.Close()
 	}
@@ -753,16 +763,21 @@ func (s *proxySink) settle(mode byte, ids []uint64) {
 	}
 	s.mu.Unlock()
 	for q, ids := range byQ {
-		switch mode {
-		case settleAck:
-			q.Ack(ids...)
-		case settleRequeue:
-			q.Requeue(ids...)
-		case settleRelease:
-			q.Release(ids...)
-		case settleDiscard:
-			q.Discard(ids...)
-		}
+		s.apply(q, mode, ids)
+	}
+}
+
+// apply settles ids at q as mode says.
+func (*proxySink) apply(q queues.Settler, mode byte, ids []uint64) {
+	switch mode {
+	case settleAck:
+		q.Ack(ids...)
+	case settleRequeue:
+		q.Requeue(ids...)
+	case settleRelease:
+		q.Release(ids...)
+	case settleDiscard:
+		q.Discard(ids...)
 	}
 }
 
@@ -857,4 +872,162 @@ func parseSettle(p []byte) (mode byte, ids []uint64, err error) {
 		ids = append(ids, f.u64())
 	}
 	return mode, ids, nil
+}
+
+// remoteGet is a message basic.get took from another node's queue: it
+// settles it over its connection, which ends then.
+type remoteGet struct {
+	node string
+	conn net.Conn
+	once sync.Once
+}
+
+// Get implements queues.Proxy.
+func (p *proxy) Get(node, vhost, name string, noAck bool) (*queues.Delivery, bool, error) {
+	ctx, cancel := context.WithTimeout(p.n.ctx, 2*time.Second)
+	defer cancel()
+	conn, err := p.n.net.Dial(ctx, node, nodenet.LaneProxy)
+	if err != nil {
+		return nil, false, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s is out of reach: %v", node, name, err)
+	}
+	b := []byte{proxyVersion, purposeGet}
+	b, at := beginFrame(b, frGet)
+	b = appendS16(b, vhost)
+	b = appendS16(b, name)
+	b = append(b, boolByte(noAck))
+	b = endFrame(b, at)
+	conn.SetDeadline(time.Now().Add(proxyTimeout))
+	if _, err := conn.Write(b); err != nil {
+		conn.Close()
+		return nil, false, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s is out of reach: %v", node, name, err)
+	}
+	typ, payload, _, err := readFrame(bufio.NewReader(conn), nil)
+	if err != nil {
+		conn.Close()
+		return nil, false, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s did not answer: %v", node, name, err)
+	}
+	switch typ {
+	case frResult:
+		conn.Close()
+		f := fields{b: payload}
+		if err := resultError(f.u16(), f.s16()); err != nil {
+			return nil, false, err
+		}
+		return nil, false, errors.New("cluster: a get answered without a message")
+	case frGetEmpty:
+		conn.Close()
+		return nil, false, nil
+	case frGetOk:
+	default:
+		conn.Close()
+		return nil, false, fmt.Errorf("cluster: proxy frame type %d for a get", typ)
+	}
+	d, err := parseGetOk(payload)
+	if err != nil {
+		conn.Close()
+		return nil, false, err
+	}
+	if noAck {
+		conn.Close()
+		return d, true, nil
+	}
+	conn.SetDeadline(time.Time{})
+	d.Via = &remoteGet{node: node, conn: conn}
+	return d, true, nil
+}
+
+// parseGetOk parses a get-ok frame: a message count and a deliver's
+// payload (its slices alias p).
+func parseGetOk(p []byte) (*queues.Delivery, error) {
+	f := fields{b: p}
+	count := f.u32()
+	if f.err != nil {
+		return nil, f.err
+	}
+	d, err := parseDeliver(f.rest())
+	if err != nil {
+		return nil, err
+	}
+	d.MessageCount = count
+	return d, nil
+}
+
+func (g *remoteGet) settle(mode byte, ids []uint64) {
+	g.once.Do(func() {
+		b, at := beginFrame(nil, frSettle)
+		b = append(b, mode)
+		for _, id := range ids {
+			b = binary.BigEndian.AppendUint64(b, id)
+		}
+		g.conn.SetWriteDeadline(time.Now().Add(proxyTimeout))
+		g.conn.Write(endFrame(b, at)) // if lost, the peer requeues it
+		g.conn.Close()
+	})
+}
+
+// Ack, Requeue, Release and Discard implement queues.Settler; Node and
+// Stop make it a queues.RemoteSubscription (for the counters' type).
+func (g *remoteGet) Ack(ids ...uint64)     { g.settle(settleAck, ids) }
+func (g *remoteGet) Requeue(ids ...uint64) { g.settle(settleRequeue, ids) }
+func (g *remoteGet) Release(ids ...uint64) { g.settle(settleRelease, ids) }
+func (g *remoteGet) Discard(ids ...uint64) { g.settle(settleDiscard, ids) }
+func (g *remoteGet) Node() string          { return g.node }
+func (g *remoteGet) Stop()                 { g.settle(settleRequeue, nil) }
+
+// serveGet answers a peer client's basic.get of a queue of this node and
+// holds the message until the peer settles it (or its connection ends:
+// it goes back).
+func (n *Node) serveGet(from string, conn net.Conn) {
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(proxyTimeout))
+	typ, payload, _, err := readFrame(br, nil)
+	if err != nil || typ != frGet {
+		return
+	}
+	f := fields{b: payload}
+	vhost, name, noAck := f.s16(), f.s16(), f.u8() == 1
+	if f.err != nil {
+		return
+	}
+	var got *queues.Delivery
+	var frame []byte
+	owner := &struct{ from string }{from}
+	ok, err := n.cfg.Broker.GetHere(vhost, name, owner, noAck, func(d *queues.Delivery) {
+		got = d
+		b, at := beginFrame(nil, frGetOk)
+		b = binary.BigEndian.AppendUint32(b, d.MessageCount)
+		b = binary.BigEndian.AppendUint64(b, d.ID)
+		b = append(b, boolByte(d.Redelivered))
+		b = appendS16(b, d.Exchange)
+		b = appendS16(b, d.RoutingKey)
+		b = appendB32(b, queues.DeliveryProps(nil, d))
+		b = appendB32(b, d.AMQP10Props)
+		b = append(b, d.Body...)
+		frame = endFrame(b, at)
+	})
+	switch {
+	case err != nil:
+		b, at := beginFrame(nil, frResult)
+		frame = endFrame(appendResult(b, err), at)
+	case !ok:
+		b, at := beginFrame(nil, frGetEmpty)
+		frame = endFrame(b, at)
+	}
+	conn.SetWriteDeadline(time.Now().Add(proxyTimeout))
+	_, werr := conn.Write(frame)
+	if got == nil || noAck {
+		return
+	}
+	settler := got.Settler()
+	mode, ids := byte(settleRequeue), []uint64{got.ID}
+	if werr == nil {
+		conn.SetReadDeadline(time.Time{}) // the client's consumer may hold it long
+		if typ, payload, _, err := readFrame(br, nil); err == nil && typ == frSettle {
+			if m, sids, err := parseSettle(payload); err == nil && len(sids) == 1 && sids[0] == got.ID {
+				mode = m
+			}
+		}
+	}
+	(&proxySink{}).apply(settler, mode, ids)
 }

@@ -120,15 +120,33 @@ func TestProxyQuorumQueue(t *testing.T) {
 		t.Fatal("a consumer stopped by its client was told it was cancelled")
 	}
 
-	// A consumer on b sees the returned five, redelivered.
+	// basic.get through c: one requeued, one acked, one without ack.
+	d, got, _, err := cn.b.GetRemote("/", "pq", false)
+	if err != nil || !got || string(d.Body) != "m15" || !d.Redelivered || d.MessageCount != 4 {
+		t.Fatalf("get on c: %v %v %+v", got, err, d)
+	}
+	d.Settler().Requeue(d.ID)
+	eventually(t, "the get's requeue at a", func() bool { ready, _ := q.Counts(); return ready == 5 })
+	for _, noAck := range []bool{false, true} {
+		d, got, _, err := cn.b.GetRemote("/", "pq", noAck)
+		if err != nil || !got || string(d.Body) != "m15" && string(d.Body) != "m16" {
+			t.Fatalf("get (no-ack %v) on c: %v %v %+v", noAck, got, err, d)
+		}
+		if !noAck {
+			d.Settler().Ack(d.ID)
+		}
+	}
+	eventually(t, "the gets settled at a", func() bool { st := q.Stats(); return st.Ready == 3 && st.Unacked == 0 })
+
+	// A consumer on b sees the other three, redelivered.
 	sink2 := &testSink{}
 	sub2, err := b.b.Consume("/", "pq", queues.ConsumerOptions{Tag: "t2", Prefetch: 10, Sink: sink2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "5 redeliveries on b", func() bool { return len(sink2.deliveries()) == 5 })
+	eventually(t, "3 redeliveries on b", func() bool { return len(sink2.deliveries()) == 3 })
 	for i, d := range sink2.deliveries() {
-		if want := fmt.Sprintf("m%02d", 15+i); string(d.Body) != want || !d.Redelivered {
+		if want := fmt.Sprintf("m%02d", 17+i); string(d.Body) != want || !d.Redelivered {
 			t.Fatalf("redelivery %d: %q redelivered %v, want %q", i, d.Body, d.Redelivered, want)
 		}
 	}
@@ -172,6 +190,7 @@ func FuzzProxyFrames(f *testing.F) {
 			}
 			parsePublish(payload)
 			parsePubStream(payload)
+			parseGetOk(payload)
 			if r, err := parseConsume(payload); err == nil && r.prefetch < 0 {
 				t.Fatalf("negative prefetch %d", r.prefetch)
 			}

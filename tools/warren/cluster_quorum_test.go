@@ -206,11 +206,18 @@ func TestClusterQuorumQueue(t *testing.T) {
 	if _, err := ch2.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatalf("redeclare on n2: %v", err)
 	}
-	if _, _, err := ch2.Get(name, false); !isCode(err, 404) {
-		t.Fatalf("basic.get on n2: %v; want 404 (not proxied yet)", err)
+	if _, ok, err := ch2.Get(name, false); err != nil || ok {
+		t.Fatalf("basic.get of the empty queue on n2: %v %v", ok, err)
 	}
 	n3 := nodes[2]
 	publishQueueConfirmed(t, n2, name, 0, 500) // through n2 to n1
+	d, ok, err := ch2.Get(name, false)
+	if err != nil || !ok || string(d.Body) != "q-0000" || d.MessageCount != 499 {
+		t.Fatalf("basic.get on n2: %v %v %q count %d", ok, err, d.Body, d.MessageCount)
+	}
+	if err := d.Nack(false, true); err != nil { // back to the head
+		t.Fatal(err)
+	}
 	checkRun(t, "n3", consumeQueue(t, n3, name, 200, true), 0)
 	// The acks reach the log (and so the replicas) within the ack
 	// state's persist interval (100 ms).
