@@ -48,6 +48,11 @@ func (ch *channel) handleQueueDeclare(m *wire.QueueDeclare) error {
 	}
 	if q != nil { // nil for a stream, whose name is the declared one
 		name = q.Def().Name
+	} else if _, _, placed := ch.c.broker.PlacedQueue(ch.c.vhost, name); placed {
+		// Another node's queue: its counts are there.
+		if r, c, err := ch.c.broker.CountsRemote(ch.c.vhost, name); err == nil {
+			messages, consumers = r, c
+		}
 	}
 	ch.lastQueue = name
 	if !m.NoWait {
@@ -118,19 +123,26 @@ func (ch *channel) handleQueuePurge(m *wire.QueuePurge) error {
 	if err := ch.check(queues.PermRead, "queue", name); err != nil {
 		return err
 	}
+	var n int
 	q, err := ch.c.broker.Queue(ch.c.vhost, name)
-	if err != nil {
+	switch {
+	case err == nil:
+		if err := q.CheckOwner(ch.c); err != nil {
+			return err
+		}
+		if n, err = q.Purge(); err != nil {
+			return err
+		}
+	default:
 		if _, ok := ch.c.broker.LookupStream(ch.c.vhost, name); ok {
 			return queues.ErrStreamPurge(ch.c.vhost, name)
 		}
-		return err
-	}
-	if err := q.CheckOwner(ch.c); err != nil {
-		return err
-	}
-	n, err := q.Purge()
-	if err != nil {
-		return err
+		if _, _, placed := ch.c.broker.PlacedQueue(ch.c.vhost, name); !placed {
+			return err
+		}
+		if n, err = ch.c.broker.PurgeRemote(ch.c.vhost, name); err != nil { // another node's queue
+			return err
+		}
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &wire.QueuePurgeOk{MessageCount: uint32(n)})

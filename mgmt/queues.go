@@ -207,6 +207,10 @@ func (s *Server) remoteQueueObj(vhost, name string) (obj, bool) {
 	}
 	s.putPolicy(o, def.VHost, def.Name, def.Type)
 	s.putPlacement(o, p)
+	if ready, consumers, err := s.b.CountsRemote(vhost, name); err == nil {
+		// Asked of the node running it; its rates are there.
+		o["messages_ready"], o["consumers"] = ready, consumers
+	}
 	return o, true
 }
 

@@ -36,6 +36,10 @@ type Proxy interface {
 	// false when the queue is empty. Unless noAck, the delivery's Via
 	// settles it; until it does, the message is the getter's.
 	Get(node, vhost, name string, noAck bool) (*Delivery, bool, error)
+	// Counts returns the ready messages and consumers of queue
+	// vhost/name on node; Purge empties it, returning what it removed.
+	Counts(node, vhost, name string) (ready, consumers int, err error)
+	Purge(node, vhost, name string) (int, error)
 }
 
 // RemoteSubscription is a consumer of a queue another node runs; it
@@ -171,4 +175,66 @@ func (b *Broker) GetRemote(vhost, name string, noAck bool) (d *Delivery, got boo
 	}
 	d, got, err = p.Get(rec.Leader, vhost, name, noAck)
 	return d, got, rec.Type, err
+}
+
+// CountsHere returns the ready messages and consumers of a queue this
+// node runs (queue.declare-ok's counts): the serving side of
+// Proxy.Counts.
+func (b *Broker) CountsHere(vhost, name string) (ready, consumers int, err error) {
+	q, err := b.Queue(vhost, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	ready, consumers = q.Declared()
+	return ready, consumers, nil
+}
+
+// PurgeHere purges a queue this node runs: the serving side of
+// Proxy.Purge. owner is the purging connection (an exclusive queue is
+// its owner's alone).
+func (b *Broker) PurgeHere(vhost, name string, owner any) (int, error) {
+	q, err := b.Queue(vhost, name)
+	if err != nil {
+		return 0, err
+	}
+	if err := q.CheckOwner(owner); err != nil {
+		return 0, err
+	}
+	return q.Purge()
+}
+
+// remoteOf returns the proxy and the node running a queue another node
+// runs; an error for a queue that is no other node's.
+func (b *Broker) remoteOf(vhost, name string) (Proxy, queueRecord, error) {
+	rec, ok := b.queueReg().placement(vhost, name)
+	if !ok || rec.Leader == b.opts.NodeName {
+		return nil, rec, errNoQueue(vhost, name)
+	}
+	if rec.Exclusive {
+		return nil, rec, errQueueLocked(vhost, name) // its owner is a connection of its home node
+	}
+	p := b.proxy()
+	if p == nil {
+		return nil, rec, errQueueElsewhere(vhost, name, rec)
+	}
+	return p, rec, nil
+}
+
+// CountsRemote returns the ready messages and consumers of a queue
+// another node runs.
+func (b *Broker) CountsRemote(vhost, name string) (ready, consumers int, err error) {
+	p, rec, err := b.remoteOf(vhost, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p.Counts(rec.Leader, vhost, name)
+}
+
+// PurgeRemote purges a queue another node runs.
+func (b *Broker) PurgeRemote(vhost, name string) (int, error) {
+	p, rec, err := b.remoteOf(vhost, name)
+	if err != nil {
+		return 0, err
+	}
+	return p.Purge(rec.Leader, vhost, name)
 }

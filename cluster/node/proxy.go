@@ -52,6 +52,9 @@ import (
 //	              ← result (an error), get-empty, or
 //	                get-ok:   message count u32 | a deliver's payload
 //	              → settle (one id; unless noack), then the peer closes
+//	query conn    → query:    op u8 (1 counts, 2 purge) | vhost s16 | name s16
+//	              ← result, then (code 0) a u32, a u32 (ready and
+//	                consumers; purged and 0)
 //
 // s16 is a u16 length and bytes, b32 a u32 length and bytes. Codes are
 // AMQP reply codes (queues.Error); 541 for anything else.
@@ -61,6 +64,7 @@ const (
 	purposePublish = 1
 	purposeConsume = 2
 	purposeGet     = 3
+	purposeQuery   = 4
 
 	frPublish   = 1
 	frDone      = 2
@@ -73,6 +77,10 @@ const (
 	frGet       = 9
 	frGetOk     = 10
 	frGetEmpty  = 11
+	frQuery     = 12
+
+	queryCounts = 1
+	queryPurge  = 2
 
 	settleAck     = 1
 	settleRequeue = 2
@@ -566,6 +574,8 @@ func (n *Node) serveProxy(from string, conn net.Conn) {
 		n.serveConsume(from, conn)
 	case purposeGet:
 		n.serveGet(from, conn)
+	case purposeQuery:
+		n.serveQuery(from, conn)
 	default:
 		conn.Close()
 	}
@@ -1030,4 +1040,85 @@ func (n *Node) serveGet(from string, conn net.Conn) {
 		}
 	}
 	(&proxySink{}).apply(settler, mode, ids)
+}
+
+// query asks node one question about a queue it runs.
+func (p *proxy) query(node string, op byte, vhost, name string) (a, b uint32, err error) {
+	ctx, cancel := context.WithTimeout(p.n.ctx, 2*time.Second)
+	defer cancel()
+	conn, err := p.n.net.Dial(ctx, node, nodenet.LaneProxy)
+	if err != nil {
+		return 0, 0, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s is out of reach: %v", node, name, err)
+	}
+	defer conn.Close()
+	w := []byte{proxyVersion, purposeQuery}
+	w, at := beginFrame(w, frQuery)
+	w = append(w, op)
+	w = appendS16(w, vhost)
+	w = appendS16(w, name)
+	conn.SetDeadline(time.Now().Add(proxyTimeout))
+	if _, err := conn.Write(endFrame(w, at)); err != nil {
+		return 0, 0, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s is out of reach: %v", node, name, err)
+	}
+	typ, payload, _, err := readFrame(bufio.NewReader(conn), nil)
+	if err == nil && typ != frResult {
+		err = fmt.Errorf("cluster: proxy frame type %d for a query", typ)
+	}
+	if err != nil {
+		return 0, 0, queues.Errorf(queues.CodeNotFound, "the node '%s' running %s did not answer: %v", node, name, err)
+	}
+	return parseQueryResult(payload)
+}
+
+// parseQueryResult parses a query's result: an error, or two numbers.
+func parseQueryResult(p []byte) (a, b uint32, err error) {
+	f := fields{b: p}
+	if err := resultError(f.u16(), f.s16()); err != nil {
+		return 0, 0, err
+	}
+	a, b = f.u32(), f.u32()
+	return a, b, f.err
+}
+
+// Counts implements queues.Proxy.
+func (p *proxy) Counts(node, vhost, name string) (ready, consumers int, err error) {
+	r, c, err := p.query(node, queryCounts, vhost, name)
+	return int(r), int(c), err
+}
+
+// Purge implements queues.Proxy.
+func (p *proxy) Purge(node, vhost, name string) (int, error) {
+	n, _, err := p.query(node, queryPurge, vhost, name)
+	return int(n), err
+}
+
+// serveQuery answers a peer's query about a queue of this node.
+func (n *Node) serveQuery(from string, conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(proxyTimeout))
+	typ, payload, _, err := readFrame(bufio.NewReader(conn), nil)
+	if err != nil || typ != frQuery {
+		return
+	}
+	f := fields{b: payload}
+	op, vhost, name := f.u8(), f.s16(), f.s16()
+	if f.err != nil {
+		return
+	}
+	var a, b int
+	switch op {
+	case queryCounts:
+		a, b, err = n.cfg.Broker.CountsHere(vhost, name)
+	case queryPurge:
+		a, err = n.cfg.Broker.PurgeHere(vhost, name, &struct{ from string }{from})
+	default:
+		err = fmt.Errorf("cluster: unknown proxy query %d", op)
+	}
+	w, at := beginFrame(nil, frResult)
+	w = appendResult(w, err)
+	if err == nil {
+		w = binary.BigEndian.AppendUint32(w, uint32(a))
+		w = binary.BigEndian.AppendUint32(w, uint32(b))
+	}
+	conn.Write(endFrame(w, at))
 }

@@ -150,6 +150,22 @@ func TestProxyQuorumQueue(t *testing.T) {
 			t.Fatalf("redelivery %d: %q redelivered %v, want %q", i, d.Body, d.Redelivered, want)
 		}
 	}
+	// Counts and purge through c.
+	if ready, consumers, err := cn.b.CountsRemote("/", "pq"); err != nil || ready != 0 || consumers != 1 {
+		t.Fatalf("counts on c: %d ready, %d consumers, %v; want 0, 1", ready, consumers, err)
+	}
+	sub2.Stop() // its three come back
+	eventually(t, "b's consumer's messages back at a", func() bool { ready, _ := q.Counts(); return ready == 3 })
+	if n, err := cn.b.PurgeRemote("/", "pq"); err != nil || n != 3 {
+		t.Fatalf("purge on c: %d, %v; want 3", n, err)
+	}
+	if ready, _ := q.Counts(); ready != 0 {
+		t.Fatalf("a's queue holds %d after the purge", ready)
+	}
+	sub2, err = b.b.Consume("/", "pq", queues.ConsumerOptions{Tag: "t3", Prefetch: 10, Sink: sink2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Deleting the queue cancels the remote consumer.
 	if _, err := a.b.DeleteQueue("/", "pq", nil, false, false); err != nil {
 		t.Fatal(err)
@@ -191,6 +207,7 @@ func FuzzProxyFrames(f *testing.F) {
 			parsePublish(payload)
 			parsePubStream(payload)
 			parseGetOk(payload)
+			parseQueryResult(payload)
 			if r, err := parseConsume(payload); err == nil && r.prefetch < 0 {
 				t.Fatalf("negative prefetch %d", r.prefetch)
 			}
