@@ -79,8 +79,13 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 		return &amqpError{cond: frame.CondUnauthorizedAccess, desc: fmt.Sprintf("read access to queue '%s' in vhost '%s' refused for user '%s'", queue, c.vhost, c.user)}
 	}
 	q, stream := c.broker.LookupDestination(c.vhost, queue)
+	var remoteType string // a queue another node runs, through the proxy
 	if q == nil && stream == nil {
-		return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", queue, c.vhost)}
+		def, _, placed := c.broker.PlacedQueue(c.vhost, queue)
+		if !placed {
+			return &amqpError{cond: frame.CondNotFound, desc: fmt.Sprintf("no queue '%s' in vhost '%s'", queue, c.vhost)}
+		}
+		remoteType = def.Type
 	}
 	// A stream-offset filter on a classic or quorum queue that keeps its
 	// history makes a history reader (queues/history_consume.go), which
@@ -92,6 +97,8 @@ func (s *session) attachOut(a *frame.Attach) *amqpError {
 	switch {
 	case stream != nil:
 		l.qtype = queues.QTStream
+	case q == nil:
+		l.qtype = queues.QTypeOf(remoteType)
 	case q.Quorum():
 		l.qtype = queues.QTQuorum
 	default:

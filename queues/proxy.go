@@ -43,7 +43,8 @@ type Proxy interface {
 }
 
 // RemoteSubscription is a consumer of a queue another node runs; it
-// settles its deliveries.
+// settles its deliveries. One made with ConsumerOptions.Credited is a
+// CreditedSubscription too.
 type RemoteSubscription interface {
 	Subscription
 	Settler
@@ -124,8 +125,7 @@ func (b *Broker) ConsumeHere(vhost, name string, o ConsumerOptions, args map[str
 // elsewhere, through the proxy.
 func (b *Broker) consumeRemote(vhost, name string, rec queueRecord, o ConsumerOptions, args map[string]any) (Subscription, error) {
 	p := b.proxy()
-	if p == nil || o.Credited {
-		// AMQP 1.0's credited consumers are not proxied yet.
+	if p == nil {
 		return nil, errQueueElsewhere(vhost, name, rec)
 	}
 	if _, ok := args["x-stream-offset"]; ok {

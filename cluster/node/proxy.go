@@ -43,10 +43,14 @@ import (
 //	publish conn  → publish:  id u64 | vhost s16 | name s16 | persistent u8 | record
 //	              → pubstream: id u64 | vhost s16 | name s16 | filter b32 | entry (a stream's)
 //	              ← done:     id u64 | code u16 | text s16 (code 0: stored)
-//	consume conn  → consume:  vhost s16 | name s16 | tag s16 | noack u8 | exclusive u8 | prefetch u32 | args (queues.EncodeArgs)
+//	consume conn  → consume:  vhost s16 | name s16 | tag s16 | noack u8 | exclusive u8 | credited u8 |
+//	                          prefetch u32 | args (queues.EncodeArgs)
 //	              ← result:   code u16 | text s16 (code 0: consuming)
-//	              ← deliver:  id u64 | redelivered u8 | exchange s16 | key s16 | props b32 | props10 b32 | body
+//	              ← deliver:  id u64 | redelivered u8 | delivery count u32 | exchange s16 | key s16 |
+//	                          props b32 (annotations merged) | props10 b32 | body
 //	              → settle:   mode u8 | ids u64...
+//	              → credit:   n u32 (a credited consumer's SetCredit)
+//	              → drain;    ← drained: unused u32 (DrainCredit)
 //	              ← cancelled
 //	get conn      → get:      vhost s16 | name s16 | noack u8
 //	              ← result (an error), get-empty, or
@@ -78,6 +82,9 @@ const (
 	frGetOk     = 10
 	frGetEmpty  = 11
 	frQuery     = 12
+	frCredit    = 13
+	frDrain     = 14
+	frDrained   = 15
 
 	queryCounts = 1
 	queryPurge  = 2
@@ -435,6 +442,8 @@ type remoteConsumer struct {
 	stopped   atomic.Bool
 	done      chan struct{} // closed when the reader ends
 	log       func(msg string, args ...any)
+	drained   chan uint32 // a drain's answer
+	drainMu   sync.Mutex  // one drain at a time
 }
 
 // Consume implements queues.Proxy.
@@ -454,7 +463,7 @@ func (p *proxy) Consume(node, vhost, name string, o queues.ConsumerOptions, args
 	b = appendS16(b, vhost)
 	b = appendS16(b, name)
 	b = appendS16(b, o.Tag)
-	b = append(b, boolByte(o.NoAck), boolByte(o.Exclusive))
+	b = append(b, boolByte(o.NoAck), boolByte(o.Exclusive), boolByte(o.Credited))
 	b = binary.BigEndian.AppendUint32(b, uint32(max(o.Prefetch, 0)))
 	b = append(b, rawArgs...)
 	b = endFrame(b, at)
@@ -478,7 +487,8 @@ func (p *proxy) Consume(node, vhost, name string, o queues.ConsumerOptions, args
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
-	rc := &remoteConsumer{node: node, tag: o.Tag, sink: o.Sink, conn: conn, done: make(chan struct{}), log: p.n.log.Debug}
+	rc := &remoteConsumer{node: node, tag: o.Tag, sink: o.Sink, conn: conn, done: make(chan struct{}), log: p.n.log.Debug,
+		drained: make(chan uint32, 1)}
 	go rc.read(br)
 	return rc, nil
 }
@@ -505,6 +515,18 @@ func (rc *remoteConsumer) read(br *bufio.Reader) {
 		typ, payload, _, err = readFrame(br, nil)
 		if err != nil || typ == frCancelled {
 			break
+		}
+		if typ == frDrained {
+			f := fields{b: payload}
+			n := f.u32()
+			if err = f.err; err != nil {
+				break
+			}
+			select {
+			case rc.drained <- n:
+			default:
+			}
+			continue
 		}
 		if typ != frDeliver {
 			err = fmt.Errorf("cluster: proxy frame type %d on a consume connection", typ)
@@ -549,6 +571,46 @@ func (rc *remoteConsumer) settle(mode byte, ids []uint64) {
 	if err != nil {
 		rc.conn.Close() // the peer requeues what it had not settled
 	}
+}
+
+// write sends a frame of the client's to the peer; a failure ends the
+// connection (the peer requeues what was not settled).
+func (rc *remoteConsumer) write(b []byte) {
+	rc.wmu.Lock()
+	rc.conn.SetWriteDeadline(time.Now().Add(proxyTimeout))
+	_, err := rc.conn.Write(b)
+	rc.wmu.Unlock()
+	if err != nil {
+		rc.conn.Close()
+	}
+}
+
+// SetCredit implements queues.CreditedSubscription (an AMQP 1.0 link).
+func (rc *remoteConsumer) SetCredit(n int) {
+	b, at := beginFrame(make([]byte, 0, 9), frCredit)
+	b = binary.BigEndian.AppendUint32(b, uint32(max(n, 0)))
+	rc.write(endFrame(b, at))
+}
+
+// DrainCredit implements queues.CreditedSubscription: the peer's
+// consumer uses its credit up; what it did not use comes back, after
+// the deliveries it made.
+func (rc *remoteConsumer) DrainCredit() int {
+	rc.drainMu.Lock()
+	defer rc.drainMu.Unlock()
+	select {
+	case <-rc.drained: // a late answer to an earlier drain
+	default:
+	}
+	b, at := beginFrame(nil, frDrain)
+	rc.write(endFrame(b, at))
+	select {
+	case n := <-rc.drained:
+		return int(n)
+	case <-rc.done:
+	case <-time.After(proxyTimeout):
+	}
+	return 0
 }
 
 // Ack, Requeue, Release and Discard implement queues.Settler.
@@ -658,18 +720,10 @@ func (s *proxySink) Deliver(d *queues.Delivery) {
 		s.unacked[d.ID] = d.Settler()
 		s.mu.Unlock()
 	}
-	props := queues.DeliveryProps(nil, d) // the delivery count, annotations
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	b, at := beginFrame(s.buf[:0], frDeliver)
-	b = binary.BigEndian.AppendUint64(b, d.ID)
-	b = append(b, boolByte(d.Redelivered))
-	b = appendS16(b, d.Exchange)
-	b = appendS16(b, d.RoutingKey)
-	b = appendB32(b, props)
-	b = appendB32(b, d.AMQP10Props)
-	b = append(b, d.Body...)
-	b = endFrame(b, at)
+	b = endFrame(appendDelivery(b, d), at)
 	s.buf = b[:0]
 	s.conn.SetWriteDeadline(time.Now().Add(proxyTimeout))
 	if _, err := s.conn.Write(b); err != nil {
@@ -711,7 +765,7 @@ func (n *Node) serveConsume(from string, conn net.Conn) {
 		// result.
 		s.wmu.Lock()
 		sub, err = n.cfg.Broker.ConsumeHere(vhost, name, queues.ConsumerOptions{
-			Tag: tag, NoAck: noAck, Exclusive: exclusive, Prefetch: prefetch, Owner: s, Sink: s,
+			Tag: tag, NoAck: noAck, Exclusive: exclusive, Prefetch: prefetch, Owner: s, Sink: s, Credited: req.credited,
 		}, args)
 		b, at := beginFrame(nil, frResult)
 		b = appendResult(b, err)
@@ -736,14 +790,39 @@ func (n *Node) serveConsume(from string, conn net.Conn) {
 	for {
 		typ, payload, out, err := readFrame(br, buf)
 		buf = out
-		if err != nil || typ != frSettle {
-			break
-		}
-		mode, ids, err := parseSettle(payload)
 		if err != nil {
 			break
 		}
-		s.settle(mode, ids)
+		cs, credited := sub.(queues.CreditedSubscription)
+		switch {
+		case typ == frSettle:
+			mode, ids, err := parseSettle(payload)
+			if err != nil {
+				break
+			}
+			s.settle(mode, ids)
+			continue
+		case typ == frCredit && credited:
+			f := fields{b: payload}
+			n := f.u32()
+			if f.err != nil {
+				break
+			}
+			cs.SetCredit(int(min(n, 1<<31-1)))
+			continue
+		case typ == frDrain && credited:
+			left := cs.DrainCredit()
+			b, at := beginFrame(nil, frDrained)
+			b = binary.BigEndian.AppendUint32(b, uint32(max(left, 0)))
+			s.wmu.Lock()
+			conn.SetWriteDeadline(time.Now().Add(proxyTimeout))
+			_, werr := conn.Write(endFrame(b, at))
+			s.wmu.Unlock()
+			if werr == nil {
+				continue
+			}
+		}
+		break
 	}
 	sub.Stop()
 	// What the peer's client had not settled goes back, as a channel
@@ -832,20 +911,35 @@ func cloneOrNil(b []byte) []byte {
 
 // consumeReq is a consume frame.
 type consumeReq struct {
-	vhost, name, tag string
-	noAck, exclusive bool
-	prefetch         int
-	args             []byte // queues.EncodeArgs
+	vhost, name, tag           string
+	noAck, exclusive, credited bool
+	prefetch                   int
+	args                       []byte // queues.EncodeArgs
 }
 
 func parseConsume(p []byte) (consumeReq, error) {
 	f := fields{b: p}
 	var r consumeReq
 	r.vhost, r.name, r.tag = f.s16(), f.s16(), f.s16()
-	r.noAck, r.exclusive = f.u8() == 1, f.u8() == 1
+	r.noAck, r.exclusive, r.credited = f.u8() == 1, f.u8() == 1, f.u8() == 1
 	r.prefetch = int(f.u32() & 0x7FFFFFFF)
 	r.args = f.rest()
 	return r, f.err
+}
+
+// appendDelivery appends a deliver frame's payload: the message with
+// its annotations merged into its properties (queues.AnnotatedProps) and
+// its delivery count apart, for each front end to put where its protocol
+// wants it.
+func appendDelivery(b []byte, d *queues.Delivery) []byte {
+	b = binary.BigEndian.AppendUint64(b, d.ID)
+	b = append(b, boolByte(d.Redelivered))
+	b = binary.BigEndian.AppendUint32(b, d.DeliveryCount)
+	b = appendS16(b, d.Exchange)
+	b = appendS16(b, d.RoutingKey)
+	b = appendB32(b, queues.AnnotatedProps(nil, d))
+	b = appendB32(b, d.AMQP10Props)
+	return append(b, d.Body...)
 }
 
 // parseDeliver parses a deliver frame; the delivery's slices alias p.
@@ -854,6 +948,7 @@ func parseDeliver(p []byte) (*queues.Delivery, error) {
 	d := &queues.Delivery{}
 	d.ID = f.u64()
 	d.Redelivered = f.u8() == 1
+	d.DeliveryCount = f.u32()
 	d.Exchange = f.s16()
 	d.RoutingKey = f.s16()
 	d.Props = f.b32()
@@ -1007,14 +1102,7 @@ func (n *Node) serveGet(from string, conn net.Conn) {
 		got = d
 		b, at := beginFrame(nil, frGetOk)
 		b = binary.BigEndian.AppendUint32(b, d.MessageCount)
-		b = binary.BigEndian.AppendUint64(b, d.ID)
-		b = append(b, boolByte(d.Redelivered))
-		b = appendS16(b, d.Exchange)
-		b = appendS16(b, d.RoutingKey)
-		b = appendB32(b, queues.DeliveryProps(nil, d))
-		b = appendB32(b, d.AMQP10Props)
-		b = append(b, d.Body...)
-		frame = endFrame(b, at)
+		frame = endFrame(appendDelivery(b, d), at)
 	})
 	switch {
 	case err != nil:

@@ -178,7 +178,9 @@ func (q *Queue) sweepAnnsLocked() {
 // d.DeliveryCount and d.Annotations merged in, keys kept sorted. The
 // log's record is not changed.
 func DeliveryProps(dst []byte, d *Delivery) []byte {
-	if (d.DeliveryCount == 0 && len(d.Annotations) == 0) || d.Queue == nil || !d.Queue.Quorum() {
+	// A delivery through the proxy (Via) has its annotations merged
+	// already and a count only from a quorum queue.
+	if (d.DeliveryCount == 0 && len(d.Annotations) == 0) || (d.Queue == nil && d.Via == nil) || (d.Queue != nil && !d.Queue.Quorum()) {
 		return d.Props
 	}
 	extra := d.Annotations

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	goamqp "github.com/Azure/go-amqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
@@ -94,6 +95,7 @@ func publishQueueConfirmed(t *testing.T, n *clusterNode, name string, from, to i
 type received struct {
 	body        string
 	redelivered bool
+	count       int64 // x-delivery-count (quorum queues), 0 when absent
 }
 
 // consumeQueue takes count messages of queue name on n (prefetch count)
@@ -127,7 +129,8 @@ func consumeQueue(t *testing.T, n *clusterNode, name string, count int, ack bool
 			if !ok {
 				t.Fatalf("%s: consumer ended after %d of %d messages\nstderr:\n%s", n.name, len(got), count, n.stderr.String())
 			}
-			got = append(got, received{string(d.Body), d.Redelivered})
+			n, _ := d.Headers["x-delivery-count"].(int64)
+			got = append(got, received{string(d.Body), d.Redelivered, n})
 			if ack {
 				if err := d.Ack(false); err != nil {
 					t.Fatal(err)
@@ -266,8 +269,8 @@ func TestClusterQuorumQueue(t *testing.T) {
 	}
 	checkRun(t, "the last two nodes", got, 200)
 	for i, r := range got {
-		if want := i < 300; r.redelivered != want {
-			t.Fatalf("message %s: redelivered %v, want %v", r.body, r.redelivered, want)
+		if want := i < 300; r.redelivered != want || want != (r.count > 0) {
+			t.Fatalf("message %s: redelivered %v, x-delivery-count %d; want redelivered %v", r.body, r.redelivered, r.count, want)
 		}
 	}
 }
@@ -372,4 +375,92 @@ func TestClusterClassicQueue(t *testing.T) {
 	}
 	n1.start(t)
 	checkRun(t, "n2 after n1's restart", consumeQueue(t, n2, name, 50, true), 100)
+}
+
+// An AMQP 1.0 client (go-amqp) of a node that does not run a quorum
+// queue consumes from it through the proxy: credit as it issues it, a
+// drain that leaves the rest in the queue, released and accepted
+// messages settled at the leader.
+func TestClusterAMQP10Proxied(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n3 := nodes[0], nodes[2]
+	const name = "q10"
+	_, ch := amqpChannel(t, n1)
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "n3 to know the queue", 10*time.Second, func() bool { _, ok := n3.queuePlacement(t, name); return ok })
+	publishQueueConfirmed(t, n1, name, 0, 10)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := goamqp.Dial(ctx, "amqp://"+n3.amqp, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("guest", "guest")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := s.NewReceiver(ctx, "/queues/"+name, &goamqp.ReceiverOptions{Credit: -1})
+	if err != nil {
+		t.Fatalf("receiver on n3: %v", err)
+	}
+	if err := rcv.IssueCredit(3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := rcv.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("q-%04d", i); string(m.GetData()) != want {
+			t.Fatalf("message %d: %q, want %q", i, m.GetData(), want)
+		}
+		if i == 0 {
+			if err := rcv.ReleaseMessage(ctx, m); err != nil { // back, uncounted
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := rcv.AcceptMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rcv.IssueCredit(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.DrainCredit(ctx, nil); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	// Two more came (q-0000 again first, then q-0003), or fewer if the
+	// drain ran first; the rest stay at the leader.
+	var more []string
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		m, err := rcv.Receive(rctx, nil)
+		rcancel()
+		if err != nil {
+			break
+		}
+		more = append(more, string(m.GetData()))
+		if err := rcv.AcceptMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(more) > 2 || len(more) > 0 && more[0] != "q-0000" {
+		t.Fatalf("after credit 2 and a drain: %q", more)
+	}
+	waitFor(t, "the leader's count", 10*time.Second, func() bool {
+		code, body := n1.api(t, "GET", "/api/queues/%2F/"+name, "")
+		var q struct {
+			Ready   int `json:"messages_ready"`
+			Unacked int `json:"messages_unacknowledged"`
+		}
+		return code == 200 && json.Unmarshal([]byte(body), &q) == nil && q.Ready == 10-2-len(more) && q.Unacked == 0
+	})
 }
