@@ -220,6 +220,9 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 		cs.qt = queues.QTypeOf(cs.q.Def().Type)
 	} else if _, ok := sub.(queues.RemoteSubscription); ok {
 		cs.qt = queues.QTQuorum // another node's queue, through the proxy
+		if def, _, ok := ch.c.broker.PlacedQueue(ch.c.vhost, name); ok {
+			cs.qt = queues.QTypeOf(def.Type)
+		}
 	}
 	ch.mu.consumers[tag] = cs
 	if !m.NoWait {
