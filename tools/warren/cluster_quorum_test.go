@@ -222,9 +222,10 @@ func TestClusterQuorumQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRun(t, "n3", consumeQueue(t, n3, name, 200, true), 0)
-	// The acks reach the log (and so the replicas) within the ack
-	// state's persist interval (100 ms).
-	time.Sleep(500 * time.Millisecond)
+	// The acks reach the log, and a majority, with the next write of the
+	// ack state (every 100 ms): wait for it, as an ack made later may
+	// come back after a failover (at least once).
+	n1.waitAcksDurable(t, time.Now())
 
 	n1.kill()
 	killed := time.Now()
@@ -244,9 +245,9 @@ func TestClusterQuorumQueue(t *testing.T) {
 		p, ok := n1.queuePlacement(t, name)
 		return ok && p.Leader == leader
 	})
-	// Let n1's copy catch up before the leader goes: the move needs the
-	// longest log among a majority.
-	time.Sleep(time.Second)
+	// The queue's state since its consumer went (the exact delivered
+	// mark) is in the log before the leader goes.
+	ln.waitAcksDurable(t, time.Now())
 	ln.kill()
 	killed = time.Now()
 	var rest []*clusterNode
@@ -356,9 +357,9 @@ func TestClusterClassicQueue(t *testing.T) {
 	}
 
 	publishQueueConfirmed(t, n3, name, 100, 150)
-	// Acks reach the disk within the ack state's persist interval
-	// (100 ms), as on a single node; later ones would come back.
-	time.Sleep(500 * time.Millisecond)
+	// Acks reach the disk with the next write of the ack state (every
+	// 100 ms), as on a single node; an ack made later would come back.
+	n1.waitAcksDurable(t, time.Now())
 	n1.kill()
 	_, ch := amqpChannel(t, n2)
 	if err := ch.Confirm(false); err != nil {

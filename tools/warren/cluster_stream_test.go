@@ -30,7 +30,7 @@ func startStreamCluster(t testing.TB) []*clusterNode {
 		n.flags = strings.Join([]string{
 			"-data-dir", n.dir, "-node-name", n.name, "-cluster-peers", strings.Join(peers, ","),
 			"-cluster-command-timeout", "3s",
-			"-amqp-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-prometheus-listen=",
+			"-amqp-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-prometheus-listen", "127.0.0.1:0",
 			"-stream-listen", streamPorts[i], "-stream-advertise", "127.0.0.1:",
 		}, " ")
 		nodes[i] = n

@@ -44,11 +44,14 @@ func TestClusterChild(t *testing.T) {
 	ready := make(chan readyAddrs, 1)
 	go func() {
 		a := <-ready
-		streamAddr := "-"
+		streamAddr, promAddr := "-", "-"
 		if a.Stream != nil {
 			streamAddr = a.Stream.String()
 		}
-		fmt.Printf("ready %s %s %s\n", a.AMQP, a.HTTP, streamAddr)
+		if a.Prometheus != nil {
+			promAddr = a.Prometheus.String()
+		}
+		fmt.Printf("ready %s %s %s %s\n", a.AMQP, a.HTTP, streamAddr, promAddr)
 	}()
 	if err := run(context.Background(), cfg, logger, ready); err != nil {
 		fmt.Printf("error %v\n", err)
@@ -62,6 +65,7 @@ type clusterNode struct {
 	cmd              *exec.Cmd
 	amqp, http       string
 	stream           string // "-" when off
+	prom             string // "-" when off
 	stderr           *testutil.LockedBuffer
 }
 
@@ -102,10 +106,10 @@ func (n *clusterNode) start(t testing.TB) {
 			t.Fatalf("%s did not start: %q\nstderr:\n%s", n.name, l, n.stderr.String())
 		}
 		f := strings.Fields(strings.TrimPrefix(l, "ready "))
-		if len(f) != 3 {
+		if len(f) != 4 {
 			t.Fatalf("%s: ready line %q", n.name, l)
 		}
-		n.amqp, n.http, n.stream = f[0], f[1], f[2]
+		n.amqp, n.http, n.stream, n.prom = f[0], f[1], f[2], f[3]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s not ready after 30 s\nstderr:\n%s", n.name, n.stderr.String())
 	}
@@ -281,4 +285,37 @@ func TestClusterCatalog(t *testing.T) {
 		t.Fatalf("alice on n2 after its restart: %v", err)
 	}
 	c.Close()
+}
+
+// ackStateCovered scrapes n's Prometheus endpoint for when the last
+// write of its queues' ack states that reached the disk (for a
+// replicated queue: that a majority holds) began; zero if unknown.
+func (n *clusterNode) ackStateCovered(t testing.TB) time.Time {
+	if n.prom == "-" {
+		t.Fatalf("%s runs without a Prometheus listener", n.name)
+	}
+	resp, err := http.Get("http://" + n.prom + "/metrics")
+	if err != nil {
+		return time.Time{}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "#") || !strings.Contains(l, "ack_state_persisted_timestamp_seconds ") {
+			continue
+		}
+		f := strings.Fields(l)
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
+			return time.Unix(0, int64(v*1e9))
+		}
+	}
+	return time.Time{}
+}
+
+// waitAcksDurable waits until node n's ack states written after since
+// reached the disk (and a majority, for a replicated queue).
+func (n *clusterNode) waitAcksDurable(t testing.TB, since time.Time) {
+	t.Helper()
+	waitFor(t, n.name+"'s ack state written", 30*time.Second, func() bool { return n.ackStateCovered(t).After(since) })
 }
