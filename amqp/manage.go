@@ -110,6 +110,10 @@ func (ch *channel) handleQueueBind(queue, exchange, key string, args wire.Table,
 func (ch *channel) checkExclusive(name string) error {
 	q, err := ch.c.broker.Queue(ch.c.vhost, name)
 	if err != nil {
+		if def, _, placed := ch.c.broker.PlacedQueue(ch.c.vhost, name); placed && def.Exclusive {
+			// Another node's connection's exclusive queue.
+			return queues.ErrQueueLocked(ch.c.vhost, name)
+		}
 		return nil // the operation itself reports a missing queue
 	}
 	return q.CheckOwner(ch.c)

@@ -58,3 +58,6 @@ func AnnotatedProps(dst []byte, d *Delivery) []byte { return classic.AnnotatedPr
 func errNoQueue(vhost, name string) *Error { return classic.NoQueueError(vhost, name) }
 
 func errQueueLocked(vhost, name string) *Error { return classic.LockedError(vhost, name) }
+
+// ErrQueueLocked is 405 for another connection's exclusive queue.
+func ErrQueueLocked(vhost, name string) *Error { return errQueueLocked(vhost, name) }
