@@ -34,7 +34,15 @@ type peer struct {
 		link      *link // current link; nil when down
 		reachable bool
 		links     uint64
+		forgotten bool // Net.Forget: no link, no dial, no frames, refused
 	}
+}
+
+// isForgotten reports whether Net.Forget forgot p.
+func (p *peer) isForgotten() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.forgotten
 }
 
 func newPeer(name, addr string) *peer {
@@ -149,7 +157,7 @@ func (n *Net) runLink(p *peer, conn net.Conn) {
 	l := &link{n: n, p: p, conn: conn, closing: make(chan struct{}), done: make(chan struct{})}
 	defer close(l.done)
 	p.mu.Lock()
-	if n.ctx.Err() != nil { // Close has run or is running over the peers
+	if n.ctx.Err() != nil || p.mu.forgotten { // Close has run or is running over the peers, or Forget
 		p.mu.Unlock()
 		conn.Close()
 		return
