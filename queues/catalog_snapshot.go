@@ -26,7 +26,8 @@ type catalogSnapshot struct {
 	GlobalParameters []GlobalParameter `json:"global_parameters"`
 	Policies         []policyRecord    `json:"policies"`
 	Exchanges        []exchangeCmd     `json:"exchanges"`
-	Bindings         []bindingCmd      `json:"bindings"` // between exchanges
+	Bindings         []bindingCmd      `json:"bindings"`            // between exchanges
+	Forgotten        []string          `json:"forgotten,omitempty"` // nodes forgotten for good (node.forget)
 }
 
 // CatalogSnapshot returns the replicated part of the catalog. Call it
@@ -74,6 +75,7 @@ func (b *Broker) CatalogSnapshot() ([]byte, error) {
 			}
 		}
 	}
+	s.Forgotten = b.ForgottenNodes()
 	return json.Marshal(s)
 }
 
@@ -96,6 +98,13 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 	run := func(c command) {
 		if _, err := c.apply(b); err != nil && !errors.Is(err, ErrNotFound) {
 			errs = append(errs, fmt.Errorf("%s: %w", c.op(), err))
+		}
+	}
+
+	// A forgotten node stays forgotten: the snapshot only adds.
+	for _, node := range s.Forgotten {
+		if !b.NodeForgotten(node) {
+			run(&cmdForgetNode{Node: node})
 		}
 	}
 

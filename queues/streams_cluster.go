@@ -25,11 +25,15 @@ type clusterStreams struct {
 	watch map[int]func(vhost, name string)
 	nextW int
 	up    func(node string) bool // SetNodeUp
+	// onForget is told of each node forgotten (SetOnForget).
+	onForget func(node string)
 }
 
 // SetClusterNodes tells the broker every node of its cluster (sorted
-// here): the members of the streams it creates.
+// here): the members of the streams and quorum queues it creates, but
+// for the nodes the catalog says were forgotten.
 func (b *Broker) SetClusterNodes(nodes []string) {
+	nodes = slices.DeleteFunc(slices.Clone(nodes), b.NodeForgotten)
 	cs := &b.cstreams
 	cs.mu.Lock()
 	cs.nodes = slices.Sorted(slices.Values(nodes))

@@ -1,0 +1,145 @@
+package queues
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Forgetting a node (rabbitmqctl forget_cluster_node; cluster/node's
+// Node.Forget proposes it once it has checked the node is down): the
+// catalog records the node as forgotten for good, and every replicated
+// stream's and quorum queue's record drops it from its members, so new
+// streams and queues leave it out, the coordinator moves a leadership it
+// still holds (it is unreachable), and a majority is counted among the
+// members left.
+//
+// The logs open on the remaining members are not reopened: each keeps
+// the member count it opened with until its next reopen (a leader move,
+// a restart), so its leader goes on counting a majority of the old
+// count. That majority is never smaller than the new one (n/2+1 grows
+// with n), so nothing is confirmed that fewer members hold than the new
+// set needs, and a leader move counts answers among the new members,
+// which meet every old majority in at least one member (of n members, a
+// committed chunk is on n/2+1, at least n/2 of them still members, and
+// n/2 + (n-1)/2+1 > n-1). It costs availability only for an even old
+// count (4 → 3 still needs 3 until the reopen), and spares the queues'
+// consumers and the streams' clients the cancellation a reopen means.
+
+// cmdForgetNode removes a node from the cluster for good.
+type cmdForgetNode struct {
+	Node string `json:"node"`
+}
+
+func (*cmdForgetNode) op() string { return "node.forget" }
+
+func init() { registerCommand(func() command { return &cmdForgetNode{} }) }
+
+func forgottenKey(node string) []byte { return []byte("nf/" + node) }
+
+// ForgetNode proposes forgetting node (cmdForgetNode). The caller checks
+// that the node is down and not this one.
+func (b *Broker) ForgetNode(node string) error {
+	if node == "" {
+		return fmt.Errorf("queues: forget a node without a name: %w", ErrNotFound)
+	}
+	return b.execErr(&cmdForgetNode{Node: node})
+}
+
+// NodeForgotten reports whether node was forgotten.
+func (b *Broker) NodeForgotten(node string) bool {
+	var v bool
+	return b.cat.get(forgottenKey(node), &v) == nil
+}
+
+// ForgottenNodes returns the forgotten nodes, sorted.
+func (b *Broker) ForgottenNodes() []string {
+	var out []string
+	_ = b.cat.scan([]byte("nf/"), func(k, _ []byte) error {
+		out = append(out, string(k[len("nf/"):]))
+		return nil
+	})
+	return out
+}
+
+// SetOnForget sets the function called, after a node.forget command is
+// applied (or restored from a snapshot), with the node's name. It runs
+// on the catalog's apply path: it must not block nor propose.
+func (b *Broker) SetOnForget(fn func(node string)) {
+	b.cstreams.mu.Lock()
+	b.cstreams.onForget = fn
+	b.cstreams.mu.Unlock()
+}
+
+func (c *cmdForgetNode) apply(b *Broker) (any, error) {
+	if err := b.cat.put(forgottenKey(c.Node), true); err != nil {
+		return nil, err
+	}
+	if err := b.cat.delete(nodeAddrKey(c.Node)); err != nil {
+		return nil, err
+	}
+	cs := &b.cstreams
+	cs.mu.Lock()
+	cs.nodes = slices.DeleteFunc(cs.nodes, func(n string) bool { return n == c.Node })
+	fn := cs.onForget
+	cs.mu.Unlock()
+
+	without := func(members []string) ([]string, bool) {
+		if !slices.Contains(members, c.Node) {
+			return members, false
+		}
+		return slices.DeleteFunc(slices.Clone(members), func(n string) bool { return n == c.Node }), true
+	}
+	reg := b.queueReg()
+	reg.opMu.Lock()
+	var err error
+	var streams []StreamDef
+	b.mu.Lock()
+	for _, def := range b.mu.placed {
+		if m, ok := without(def.Members); ok {
+			def.Members = m
+			streams = append(streams, def)
+		}
+	}
+	b.mu.Unlock()
+	for _, def := range streams {
+		if err = b.cat.put(streamKey(def.VHost, def.Name), def); err != nil {
+			break
+		}
+		b.mu.Lock()
+		if cur, ok := b.mu.placed[streamName{def.VHost, def.Name}]; ok && cur.Epoch == def.Epoch {
+			b.mu.placed[streamName{def.VHost, def.Name}] = def
+		}
+		b.mu.Unlock()
+	}
+	if err == nil {
+		reg.mu.Lock()
+		var queues []*placedQueue
+		for _, p := range reg.mu.placed {
+			if _, ok := without(p.rec.Members); ok {
+				queues = append(queues, p)
+			}
+		}
+		reg.mu.Unlock()
+		for _, p := range queues {
+			reg.mu.Lock()
+			rec := p.rec
+			reg.mu.Unlock()
+			rec.Members, _ = without(rec.Members)
+			if err = b.cat.put(queueKey(rec.VHost, rec.Name), rec); err != nil {
+				break
+			}
+			reg.mu.Lock()
+			p.rec = rec
+			reg.mu.Unlock()
+		}
+	}
+	reg.opMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("queues: forget node %s: %w", c.Node, err)
+	}
+	b.log.Info("cluster: node forgotten", "node", c.Node, "streams", len(streams))
+	if fn != nil {
+		fn(c.Node)
+	}
+	return nil, nil
+}
