@@ -82,9 +82,11 @@ func NodeID(name string) uint64 {
 	return 1
 }
 
-// Start joins the cluster: it listens for and dials the peers, starts
-// the catalog's group and makes cfg.Broker propose its catalog changes
-// there. Once the group has a leader, the default identity is proposed
+// Start joins the cluster: it listens for and dials the peers (but the
+// ones the catalog says were forgotten), starts the catalog's group and
+// makes cfg.Broker propose its catalog changes there. The peers
+// bootstrap the group's membership in a new cluster only; after that it
+// is the group's stored configuration (Forget changes it). Once the group has a leader, the default identity is proposed
 // (it is created once, in an empty catalog).
 func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
@@ -122,6 +124,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.net.Handle(nodenet.LaneRaft, n.receive)
+	// The catalog's forgotten nodes are out whatever the peer list says.
+	for _, name := range cfg.Broker.ForgottenNodes() {
+		if name != cfg.Name {
+			n.net.Forget(name)
+		}
+	}
+	cfg.Broker.SetOnForget(n.nodeForgotten)
 	if err := n.net.Start(); err != nil {
 		n.host.Close()
 		return nil, err
@@ -150,8 +159,9 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx, n.cancel = ctx, cancel
 	n.startStreams(ctx)
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.coordinate(ctx)
+	go n.checkNotForgotten(ctx)
 	go n.bootstrap(ctx)
 	return n, nil
 }
@@ -232,15 +242,14 @@ type Peer struct {
 	Running bool // reachable
 }
 
-// Peers returns the other nodes, by name.
+// Peers returns the other nodes, by name, without those forgotten.
 func (n *Node) Peers() []Peer {
+	names := n.net.Peers()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var out []Peer
-	for name := range n.cfg.Peers {
-		if name != n.cfg.Name {
-			out = append(out, Peer{name, n.reachable[name]})
-		}
+	for _, name := range names {
+		out = append(out, Peer{name, n.reachable[name]})
 	}
 	slices.SortFunc(out, func(a, b Peer) int {
 		if a.Name < b.Name {
