@@ -34,8 +34,8 @@ import (
 // Errors of Forget.
 var (
 	// ErrUnknownNode is a name that is not a node of the cluster (never
-	// was, or was forgotten already).
-	ErrUnknownNode = errors.New("cluster: not a node of the cluster")
+	// was, or was forgotten already); it is a queues.ErrNotFound.
+	ErrUnknownNode = fmt.Errorf("cluster: not a node of the cluster: %w", queues.ErrNotFound)
 	// ErrNodeRunning is Forget of a node this node reaches: RabbitMQ
 	// refuses to forget a running node too; stop it first.
 	ErrNodeRunning = errors.New("cluster: node is running")
@@ -68,7 +68,7 @@ func (n *Node) Forget(ctx context.Context, name string) error {
 		up := n.reachable[name]
 		n.mu.Unlock()
 		if up {
-			return fmt.Errorf("%w: %s is reachable from %s; stop it before forgetting it", ErrNodeRunning, name, n.cfg.Name)
+			return fmt.Errorf("%w: Warren on node %s must be stopped before it can be removed (%s reaches it)", ErrNodeRunning, name, n.cfg.Name)
 		}
 		n.log.Warn("cluster: forgetting node", "peer", name)
 		if err := n.cfg.Broker.ForgetNode(name); err != nil {
