@@ -247,6 +247,9 @@ func (s *Server) streamObj(d queues.StreamDef, st *osiris.Stream) obj {
 		"segments":    stats.Segments,
 		"stream":      s.streamFacts(st, stats),
 	}
+	if p, ok := s.b.PlacementOf(d.VHost, d.Name); ok && len(p.Members) > 0 {
+		s.putPlacement(o, p) // a cluster's stream, as RabbitMQ shows one
+	}
 	t.put(o)
 	s.putPolicy(o, d.VHost, d.Name, queues.QueueStream)
 	return o
