@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -95,4 +96,59 @@ func TestForget(t *testing.T) {
 			t.Fatalf("%s's peers after a restart: %v", tn.name, got)
 		}
 	}
+}
+
+// Ensure a node with a new name and an empty directory joins a running
+// cluster (after a node was forgotten, the others restarted with it in
+// their peers): it asks to be added, catches up with the catalog, takes
+// changes, and counts for the majority.
+func TestJoin(t *testing.T) {
+	c := newTestCluster(t, "a", "b", "c")
+	eventually(t, "the default user on every node", func() bool {
+		for _, tn := range c.nodes {
+			if _, err := tn.b.GetUser("guest"); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.stop("c")
+	eventually(t, "c down for a", func() bool { return slices.Contains(c.nodes["a"].n.Peers(), Peer{"c", false}) })
+	if err := c.nodes["a"].n.Forget(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	retry(t, "a user before d", func() error { return c.nodes["a"].b.AddUser("before-d", "pw") })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.peers["d"] = ln.Addr().String()
+	ln.Close()
+	c.nodes["d"] = &testNode{name: "d", dir: t.TempDir(), join: true}
+	for _, name := range []string{"a", "b"} {
+		c.stop(name)
+		c.start(name)
+	}
+	d := c.start("d")
+	three := []uint64{NodeID("a"), NodeID("b"), NodeID("d")}
+	slices.Sort(three)
+	eventually(t, "d to join and catch up", func() bool {
+		m, err := d.n.host.Members(CatalogGroup)
+		_, errU := d.b.GetUser("before-d")
+		return err == nil && slices.Equal(m, three) && errU == nil
+	})
+	retry(t, "a change on d", func() error { return d.b.AddUser("from-d", "pw") })
+	a := c.nodes["a"]
+	eventually(t, "from-d on a", func() bool { _, err := a.b.GetUser("from-d"); return err == nil })
+	// Three members again: one down is fine.
+	c.stop("b")
+	retry(t, "a change with b down", func() error { return a.b.AddUser("b-down", "pw") })
+	// A restart of d keeps it a member (its group has state: Join is
+	// ignored).
+	c.stop("d")
+	d = c.start("d")
+	retry(t, "a change on d after its restart", func() error { return d.b.AddUser("d-restarted", "pw") })
 }

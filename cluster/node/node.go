@@ -52,6 +52,10 @@ type Config struct {
 	// a peer, default 4,096): tests lower them to exercise snapshots.
 	SnapshotEntries, CatchUpEntries uint64
 	QueueFrames                     int
+	// Join makes a node with an empty directory join a running cluster
+	// (join.go) instead of bootstrapping a new one from Peers; every
+	// node must list it in its Peers. Ignored once the node has state.
+	Join bool
 }
 
 // Node is a running cluster node.
@@ -146,11 +150,13 @@ func Start(cfg Config) (*Node, error) {
 		defer n.mu.Unlock()
 		return n.reachable[node]
 	})
-	voters := make([]uint64, 0, len(n.ids))
-	for _, id := range n.ids {
-		voters = append(voters, id)
+	var voters []uint64 // none: a joining node waits to be added
+	if !cfg.Join {
+		for _, id := range n.ids {
+			voters = append(voters, id)
+		}
+		slices.Sort(voters)
 	}
-	slices.Sort(voters)
 	n.catalog = &catalogSM{b: cfg.Broker, log: n.log}
 	if err := n.host.StartGroup(CatalogGroup, voters, n.catalog); err != nil {
 		n.Close()
@@ -162,6 +168,10 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.coordinate(ctx)
 	go n.checkNotForgotten(ctx)
+	if cfg.Join {
+		n.wg.Add(1)
+		go n.requestJoin(ctx)
+	}
 	go n.bootstrap(ctx)
 	return n, nil
 }

@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		cnode, err = clusternode.Start(clusternode.Config{
 			Name: cfg.Cluster.NodeName, Cluster: cfg.Cluster.Name, Peers: addrs, Secret: cfg.Cluster.Secret,
 			Listen: cfg.Cluster.listenAddr(peers), Dir: filepath.Join(cfg.DataDir, "raft"), Broker: broker,
-			Logger: logger, CommandTimeout: cfg.Cluster.CommandTimeout,
+			Logger: logger, CommandTimeout: cfg.Cluster.CommandTimeout, Join: cfg.Cluster.Join,
 		})
 		if err != nil {
 			return fmt.Errorf("cluster: %w", err)
