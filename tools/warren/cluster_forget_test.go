@@ -40,7 +40,7 @@ func (n *clusterNode) nodeNames(t *testing.T) []string {
 // they share (both needed now: two of two members, so with one of them
 // down nothing is confirmed nor changed), and n3 started again under
 // its name with an empty directory is refused by both, saying why, and
-// disturbs nothing.
+// disturbs nothing. Then a replacement under a new name joins.
 func TestClusterForget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -143,4 +143,56 @@ func TestClusterForget(t *testing.T) {
 	if code, body := n1.api(t, "PUT", "/api/vhosts/alone", ""); code != 503 {
 		t.Fatalf("a change on n1 alone: %d %s, want 503", code, body)
 	}
+	n3.kill()
+
+	// A replacement, n4, with an empty directory: n1 and n2 restart
+	// with it in their peers (n3 stays listed, and forgotten), n4 starts
+	// with -cluster-join, is added and catches up; a quorum queue
+	// declared then has three members, and with n2 down again n1 and n4
+	// change the catalog and confirm publishes.
+	ports := freePorts(t, 2)
+	f := strings.Fields(n1.flags)
+	i := slices.Index(f, "-cluster-peers")
+	oldPeers := f[i+1]
+	newPeers := oldPeers + ",n4=" + ports[0]
+	for _, n := range []*clusterNode{n2, n1} {
+		n.flags = strings.Replace(n.flags, oldPeers, newPeers, 1)
+		if n == n1 {
+			n1.kill()
+		}
+		n.start(t)
+	}
+	n4 := &clusterNode{name: "n4", dir: t.TempDir()}
+	n4.flags = strings.Join([]string{
+		"-data-dir", n4.dir, "-node-name", "n4", "-cluster-peers", newPeers, "-cluster-join",
+		"-cluster-command-timeout", "3s",
+		"-amqp-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-prometheus-listen=",
+		"-stream-listen", ports[1], "-stream-advertise", "127.0.0.1:",
+	}, " ")
+	n4.start(t)
+	for _, n := range []*clusterNode{n1, n2, n4} {
+		waitFor(t, n.name+" to list n1, n2, n4 running", 30*time.Second, func() bool {
+			r := n.runningNodes(t)
+			return len(r) == 3 && r["n1"] && r["n2"] && r["n4"]
+		})
+	}
+	waitFor(t, "n4 to catch up with the catalog", 20*time.Second, func() bool {
+		code, _ := n4.api(t, "GET", "/api/vhosts/with-n3-back", "")
+		return code == 200
+	})
+	_, ch = amqpChannel(t, n1)
+	if _, err := ch.QueueDeclare("jq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "n4 to hold jq", 10*time.Second, func() bool {
+		p, ok := n4.queuePlacement(t, "jq")
+		return ok && slices.Equal(p.Members, []string{"n1", "n2", "n4"})
+	})
+	n2.kill()
+	waitFor(t, "n1 to see n2 down", 15*time.Second, func() bool { return !n1.runningNodes(t)["n2"] })
+	if code, body := n4.api(t, "PUT", "/api/vhosts/n2-down", ""); code != 201 && code != 204 {
+		t.Fatalf("a change on n4 with n2 down: %d %s", code, body)
+	}
+	publishQueueConfirmed(t, n1, "jq", 0, 50)
+	checkRun(t, "jq", consumeQueue(t, n1, "jq", 50, true), 0)
 }
