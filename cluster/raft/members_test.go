@@ -171,3 +171,35 @@ func TestRemoveLeader(t *testing.T) {
 		t.Fatalf("removing the only voter: %v, want ErrMemberChange", err)
 	}
 }
+
+// Ensure two changes proposed together on the leader both end: raft
+// takes one at a time and replaces the other by an empty entry, which
+// the second call reports as ErrProposalDropped rather than waiting for
+// its context.
+func TestConcurrentMemberChanges(t *testing.T) {
+	c := newTestCluster(t, 3, Config{})
+	c.startGroupAll(1)
+	lead := c.waitLeader(1)
+	errs := make(chan error, 2)
+	for _, id := range []uint64{4, 5} {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			errs <- c.hosts[lead].AddMember(ctx, 1, id)
+		}()
+	}
+	var dropped int
+	for range 2 {
+		switch err := c.recvErr(errs, lead, 1, "AddMember"); {
+		case errors.Is(err, ErrProposalDropped):
+			dropped++
+		case err != nil:
+			t.Fatalf("AddMember: %v", err)
+		}
+	}
+	m := c.members(lead, 1)
+	if want := 5 - dropped; len(m) != want {
+		t.Fatalf("members %v after %d dropped, want %d", m, dropped, want)
+	}
+	t.Logf("%d of 2 changes dropped", dropped)
+}
