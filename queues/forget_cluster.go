@@ -93,6 +93,7 @@ func (c *cmdForgetNode) apply(b *Broker) (any, error) {
 	reg.opMu.Lock()
 	var err error
 	var streams []StreamDef
+	var queues []*placedQueue
 	b.mu.Lock()
 	for _, def := range b.mu.placed {
 		if m, ok := without(def.Members); ok {
@@ -113,7 +114,6 @@ func (c *cmdForgetNode) apply(b *Broker) (any, error) {
 	}
 	if err == nil {
 		reg.mu.Lock()
-		var queues []*placedQueue
 		for _, p := range reg.mu.placed {
 			if _, ok := without(p.rec.Members); ok {
 				queues = append(queues, p)
@@ -137,7 +137,7 @@ func (c *cmdForgetNode) apply(b *Broker) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queues: forget node %s: %w", c.Node, err)
 	}
-	b.log.Info("cluster: node forgotten", "node", c.Node, "streams", len(streams))
+	b.log.Info("cluster: node forgotten", "node", c.Node, "streams", len(streams), "quorum_queues", len(queues))
 	if fn != nil {
 		fn(c.Node)
 	}
