@@ -19,6 +19,9 @@ func TestForgetNode(t *testing.T) {
 	_, _, _, err := b1.DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "qq", Durable: true, Args: quorum}})
 	must(t, err)
 	must(t, b1.CreateStream("/", "s", nil))
+	// n3 leads a queue of its own when it is lost.
+	_, _, _, err = bs[2].DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "led-by-n3", Durable: true, Args: quorum}})
+	must(t, err)
 
 	must(t, b1.ForgetNode("n3"))
 	must(t, b1.ForgetNode("n3")) // again: nothing changes
@@ -35,6 +38,15 @@ func TestForgetNode(t *testing.T) {
 		if !ok || !slices.Equal(s.Members, two) || s.Leader != "n1" || s.Epoch != 1 {
 			t.Fatalf("node %d: stream placement %+v", i+1, s)
 		}
+	}
+	// The record keeps the lost leader until the coordinator moves the
+	// leadership to a member left.
+	if _, p, _ := b1.PlacedQueue("/", "led-by-n3"); !slices.Equal(p.Members, two) || p.Leader != "n3" {
+		t.Fatalf("a queue n3 led: placement %+v", p)
+	}
+	must(t, b1.MoveQueueLeader("/", "led-by-n3", "n2", 2))
+	if _, p, _ := b1.PlacedQueue("/", "led-by-n3"); p.Leader != "n2" || p.Epoch != 2 {
+		t.Fatalf("a queue n3 led, moved: placement %+v", p)
 	}
 	if !slices.Equal(told, []string{"n3", "n3"}) {
 		t.Fatalf("the hook was told %v, want n3 twice (each apply)", told)
