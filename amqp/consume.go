@@ -68,6 +68,9 @@ func settlerType(s queues.Settler) queues.QType {
 	} else if ok {
 		return queues.QTClassic
 	}
+	if _, ok := s.(queues.RemoteSubscription); ok {
+		return queues.QTQuorum
+	}
 	return queues.QTStream
 }
 
@@ -215,6 +218,8 @@ func (ch *channel) handleConsume(m *wire.BasicConsume) error {
 	if qc, ok := sub.(*queues.Consumer); ok {
 		cs.q = qc.Queue()
 		cs.qt = queues.QTypeOf(cs.q.Def().Type)
+	} else if _, ok := sub.(queues.RemoteSubscription); ok {
+		cs.qt = queues.QTQuorum // another node's queue, through the proxy
 	}
 	ch.mu.consumers[tag] = cs
 	if !m.NoWait {

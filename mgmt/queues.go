@@ -80,6 +80,8 @@ func (s *Server) queueObjs(vhost string) []obj {
 	for _, d := range streams {
 		if st, ok := s.b.LookupStream(d.VHost, d.Name); ok {
 			out = append(out, s.streamObj(d, st))
+		} else if o, ok := s.remoteStreamObj(d); ok {
+			out = append(out, o)
 		}
 	}
 	for _, name := range s.b.PlacedQueueNames(vhost) {
@@ -112,7 +114,35 @@ func (s *Server) queueObjByName(vhost, name string) (obj, error) {
 	if o, ok := s.remoteQueueObj(vhost, name); ok {
 		return o, nil
 	}
+	if d, ok := s.b.StreamPlacement(vhost, name); ok {
+		if o, ok := s.remoteStreamObj(d); ok {
+			return o, nil
+		}
+	}
 	return nil, errNotFound()
+}
+
+// remoteStreamObj is a replicated stream of which this node holds no
+// copy (not a member): its definition and placement; its counts are on
+// its members.
+func (s *Server) remoteStreamObj(d queues.StreamDef) (obj, bool) {
+	p, ok := s.b.PlacementOf(d.VHost, d.Name)
+	if !ok {
+		return nil, false
+	}
+	o := obj{
+		"name":        d.Name,
+		"vhost":       d.VHost,
+		"type":        queues.QueueStream,
+		"durable":     true,
+		"auto_delete": false,
+		"exclusive":   false,
+		"arguments":   jsonArgs(queues.StreamQueueArgs(d.Args)),
+		"state":       "running",
+	}
+	s.putPolicy(o, d.VHost, d.Name, queues.QueueStream)
+	s.putPlacement(o, p)
+	return o, true
 }
 
 func (s *Server) queueObj(q *queues.Queue) obj {
@@ -247,11 +277,11 @@ func (s *Server) streamObj(d queues.StreamDef, st *osiris.Stream) obj {
 		"segments":    stats.Segments,
 		"stream":      s.streamFacts(st, stats),
 	}
-	if p, ok := s.b.PlacementOf(d.VHost, d.Name); ok && len(p.Members) > 0 {
-		s.putPlacement(o, p) // a cluster's stream, as RabbitMQ shows one
-	}
 	t.put(o)
 	s.putPolicy(o, d.VHost, d.Name, queues.QueueStream)
+	if p, ok := s.b.PlacementOf(d.VHost, d.Name); ok {
+		s.putPlacement(o, p) // a replicated stream: its leader and members
+	}
 	return o
 }
 

@@ -505,7 +505,7 @@ func ValidStreamName(name string) bool {
 // topology (stream_queue.go).
 func (b *Broker) CreateStream(vhost, name string, args map[string]string) error {
 	if b.repl != nil {
-		return b.createStreamCluster(vhost, name, args)
+		return b.createStreamCluster(vhost, name, args, false)
 	}
 	reg := b.queueReg()
 	reg.opMu.Lock()
@@ -518,6 +518,18 @@ func (b *Broker) CreateStream(vhost, name string, args map[string]string) error 
 		b.applyStreamPolicy(vhost, name, args)
 	}
 	return err
+}
+
+// CreateStreamBalanced is CreateStream with, in a cluster, the leader on
+// the node that leads the fewest streams (ties: this node, then by name)
+// whatever the stream's leader locator: super stream partitions, created
+// one after the other, spread their leaders over the nodes this way. On a
+// single node it is CreateStream.
+func (b *Broker) CreateStreamBalanced(vhost, name string, args map[string]string) error {
+	if b.repl != nil {
+		return b.createStreamCluster(vhost, name, args, true)
+	}
+	return b.CreateStream(vhost, name, args)
 }
 
 // existingStreamLocked answers the creation of a stream whose name is

@@ -14,11 +14,19 @@ import (
 // what a node that fell behind the log's compaction (or joins with an
 // empty catalog) takes instead of the entries it missed. It holds what
 // the commands of replicate.go change, in the commands' own forms; the
-// node's own things (its queues and streams, the bindings to them, its
-// body logs' checkpoints) are not in it.
+// node's own things (its classic queues, the bindings to them, its
+// body logs' checkpoints) are not in it; its replicated streams and
+// quorum queues are, as placements (catalog_snapshot_placed.go).
+
+// catalogSnapshotVersion is the version of the snapshots this code
+// writes: 2 added the placements (Streams, Queues, QueueBindings). A
+// snapshot without a version (1) has none, which is not "none exist":
+// restoring it leaves this node's placements alone.
+const catalogSnapshotVersion = 2
 
 // catalogSnapshot is a snapshot's JSON.
 type catalogSnapshot struct {
+	Version          int               `json:"version,omitempty"`
 	VHosts           []VHost           `json:"vhosts"`
 	Users            []User            `json:"users"`
 	Permissions      []UserPermissions `json:"permissions"`
@@ -26,14 +34,19 @@ type catalogSnapshot struct {
 	GlobalParameters []GlobalParameter `json:"global_parameters"`
 	Policies         []policyRecord    `json:"policies"`
 	Exchanges        []exchangeCmd     `json:"exchanges"`
-	Bindings         []bindingCmd      `json:"bindings"`            // between exchanges
-	Forgotten        []string          `json:"forgotten,omitempty"` // nodes forgotten for good (node.forget)
+	Bindings         []bindingCmd      `json:"bindings"` // between exchanges
+	// Replicated streams and quorum queues (ID 0: each node's own), and
+	// the bindings to them.
+	Streams       []StreamDef   `json:"streams"`
+	Queues        []queueRecord `json:"queues"`
+	QueueBindings []bindingCmd  `json:"queue_bindings"`
+	Forgotten     []string      `json:"forgotten,omitempty"` // nodes forgotten for good (node.forget)
 }
 
 // CatalogSnapshot returns the replicated part of the catalog. Call it
 // where no command is being applied (the replicator's goroutine).
 func (b *Broker) CatalogSnapshot() ([]byte, error) {
-	var s catalogSnapshot
+	s := catalogSnapshot{Version: catalogSnapshotVersion}
 	var err error
 	if s.VHosts, err = b.VHosts(); err != nil {
 		return nil, err
@@ -75,6 +88,7 @@ func (b *Broker) CatalogSnapshot() ([]byte, error) {
 			}
 		}
 	}
+	b.snapshotPlacements(&s)
 	s.Forgotten = b.ForgottenNodes()
 	return json.Marshal(s)
 }
@@ -85,7 +99,9 @@ func builtinExchange(name string) bool { return name == "" || strings.HasPrefix(
 // RestoreCatalog makes the replicated part of the catalog what data (a
 // CatalogSnapshot) says, through the commands' applies, so that the
 // model in memory follows: what the snapshot lacks is deleted (a vhost
-// with its queues and streams on this node), what differs is replaced.
+// with its queues and streams on this node; a replicated stream or queue
+// with this node's copy), what differs is replaced (a moved leader
+// reopens the copies in their roles, as the leader commands do).
 // Call it where no command is being applied.
 func (b *Broker) RestoreCatalog(data []byte) error {
 	var s catalogSnapshot
@@ -215,11 +231,19 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 			}
 		}
 	}
+	placements := s.Version >= 2
+	if placements {
+		b.restoreReplaced(&s, run)
+	}
 	for _, x := range s.Exchanges {
 		run(&cmdDeclareExchange{x})
 	}
 	for _, bd := range s.Bindings {
 		run(&cmdBind{bd})
+	}
+	if placements {
+		b.restorePlacements(&s, run)
+		b.restoreUnplaced(&s, vhosts, run)
 	}
 	for _, vhost := range vhosts {
 		for _, bd := range b.Bindings(vhost) {

@@ -22,6 +22,9 @@ type Destination struct {
 	// away is why a replicated queue led by another node cannot take
 	// the message here (quorum_cluster.go): publishing fails with it.
 	away error
+	// remote is a replicated queue another node leads, reached through
+	// the proxy (proxy.go).
+	remote *remoteDest
 }
 
 // Destination returns the queue or stream name designates; false when it
@@ -29,9 +32,25 @@ type Destination struct {
 // another node leads.
 func (b *Broker) Destination(vhost, name string) (Destination, bool) {
 	q, s := b.LookupDestination(vhost, name)
+	if s != nil && b.repl != nil {
+		// A replicated stream another node leads: its leader appends.
+		if def, ok := b.StreamPlacement(vhost, name); ok && def.Leader != b.opts.NodeName {
+			if p := b.proxy(); p != nil {
+				return Destination{b: b, remote: &remoteDest{p: p, node: def.Leader, vhost: vhost, name: name, stream: true}}, true
+			}
+		}
+	}
 	if q == nil && s == nil && b.repl != nil {
 		if rec, ok := b.queueReg().placement(vhost, name); ok {
+			if p := b.proxy(); p != nil && rec.Leader != b.opts.NodeName {
+				return Destination{b: b, remote: &remoteDest{p: p, node: rec.Leader, vhost: vhost, name: name}}, true
+			}
 			return Destination{b: b, away: errQueueElsewhere(vhost, name, rec)}, true
+		}
+		if def, ok := b.StreamPlacement(vhost, name); ok {
+			// A stream with no copy on this node (not a member).
+			return Destination{b: b, away: Errorf(CodeNotFound, "%s has no replica on this node: its leader is node '%s'",
+				rs("queue", name, vhost), def.Leader)}, true
 		}
 	}
 	return Destination{q: q, s: s, b: b}, q != nil || s != nil
@@ -105,6 +124,10 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 			done(d.away)
 			continue
 		}
+		if r := d.remote; r != nil && !r.stream {
+			r.p.Publish(r.node, r.vhost, r.name, p.Record, p.Persistent, done)
+			continue
+		}
 		if d.q != nil {
 			if !refs || !d.shared() {
 				d.q.Publish(p.Record, p.Persistent, done)
@@ -117,6 +140,10 @@ func Publish(dsts []Destination, p *Publishing, done func(error)) {
 		}
 		if err != nil {
 			done(err)
+			continue
+		}
+		if r := d.remote; r != nil {
+			r.p.PublishStream(r.node, r.vhost, r.name, entry, filter, done)
 			continue
 		}
 		b := &osiris.Batch{

@@ -127,6 +127,9 @@ func (b *Broker) DeclareQueue(o DeclareOptions) (q *Queue, messages, consumers i
 			if _, ok := reg.placement(def.VHost, def.Name); ok {
 				return nil, 0, 0, nil // led by another node: its counts are there
 			}
+			if _, ok := b.StreamPlacement(def.VHost, def.Name); ok {
+				return nil, 0, 0, nil // a stream with no copy here
+			}
 			return nil, 0, 0, errNoQueue(def.VHost, def.Name)
 		}
 		if err := q.CheckOwner(o.Owner); err != nil {
@@ -456,6 +459,13 @@ func (b *Broker) OwnerClosed(owner any) {
 // deleteVHostQueues deletes every queue of vhost, for DeleteVHost.
 func (b *Broker) deleteVHostQueues(vhost string) error {
 	var errs []error
+	for _, name := range b.PlacedQueueNames(vhost) {
+		// The apply, not DeleteQueue: this runs as a command's apply
+		// in a cluster, which never proposes another.
+		if _, err := (&cmdDeleteQuorum{VHost: vhost, Name: name}).apply(b); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, q := range b.Queues(vhost) {
 		if _, err := b.DeleteQueue(vhost, q.Def().Name, q.Owner(), false, false); err != nil {
 			errs = append(errs, err)

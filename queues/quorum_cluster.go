@@ -11,8 +11,8 @@ import (
 )
 
 // Quorum queues in a cluster (docs/design-cluster.md, "Quorum queues"):
-// a quorum queue's record in the catalog names its members (every node,
-// for now), its leader (the declaring node) and the leader's epoch, as a
+// a quorum queue's record in the catalog names its members
+// (x-quorum-initial-group-size of the nodes), its leader (the declaring node) and the leader's epoch, as a
 // stream's does. Each member holds a copy of the queue's log, replicated
 // as a stream's is (osiris replication; cluster/node runs the pulls):
 // the leader appends, the replicas copy, and an append is done (a
@@ -102,24 +102,25 @@ func init() {
 	registerCommand(func() command { return &cmdQueueLeader{} })
 }
 
-// declareQuorumCluster proposes a new quorum queue, decided here: every
-// node a member, this node the leader, epoch 1. It returns the queue when
+// declareQuorumCluster proposes a new quorum queue, decided here: its
+// members (x-quorum-initial-group-size of the nodes, placement.go), this
+// node the leader (unless its locator asks for balance), epoch 1. It
+// returns the queue when
 // this node runs it once applied (it leads it).
 // REQUIRES: reg.opMu held; it is let go across the proposal (apply
 // takes it).
 func (b *Broker) declareQuorumCluster(reg *queueRegistry, def QueueDef) (*Queue, error) {
-	b.cstreams.mu.Lock()
-	members := slices.Clone(b.cstreams.nodes)
-	b.cstreams.mu.Unlock()
-	if len(members) == 0 {
-		return nil, errors.New("queues: cluster nodes unknown (SetClusterNodes)")
+	size, balanced := quorumPlacementArgs(def.Args)
+	members, leader, err := b.place(true, size, balanced)
+	if err != nil {
+		return nil, err
 	}
 	args, err := encodeArgs(def.Args)
 	if err != nil {
 		return nil, err
 	}
 	rec := queueRecord{VHost: def.VHost, Name: def.Name, Type: def.Type, AutoDelete: def.AutoDelete, Args: args,
-		Members: members, Leader: b.repl.node, Epoch: 1}
+		Members: members, Leader: leader, Epoch: 1}
 	reg.opMu.Unlock()
 	_, err = b.exec(&cmdDeclareQuorum{rec})
 	reg.opMu.Lock()

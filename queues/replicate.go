@@ -176,16 +176,34 @@ func (b *Broker) execErr(c command) error {
 // (Options.Bootstrap): every node may call it once the cluster has a
 // leader; the first command applied creates the vhost, the user and its
 // permissions, the others find a vhost and change nothing.
+//
+// A node holding a single node's catalog proposes that catalog instead
+// (seed.go), and then, as at each later start, makes its own streams
+// replicated ones.
 func (b *Broker) BootstrapCluster() error {
+	if pending, err := b.seedPending(); err != nil {
+		return err
+	} else if pending {
+		return b.seedCluster()
+	}
 	id := b.opts.Bootstrap.withDefaults()
 	if id.Password == "" {
 		return fmt.Errorf("queues: default user %q needs a password", id.User)
 	}
-	return b.execErr(&cmdBootstrap{
+	if err := b.execErr(&cmdBootstrap{
 		VHost: id.VHost,
 		User:  User{Name: id.User, PasswordHash: HashPassword(id.Password), Tags: id.Tags},
 		Perms: *id.Permissions,
-	})
+	}); err != nil {
+		return err
+	}
+	var seeder string
+	if err := b.cat.get(seedKey, &seeder); err == nil && seeder == b.repl.node {
+		if err := b.adoptStreams(); err != nil {
+			b.log.Error("cluster: adopting this node's streams", "err", err)
+		}
+	}
+	return nil
 }
 
 // cmdBootstrap is BootstrapCluster's command.

@@ -104,8 +104,18 @@ func (b *Broker) Consume(vhost, name string, o ConsumerOptions, args map[string]
 		if s, ok := b.LookupStream(vhost, name); ok {
 			return b.consumeStream(vhost, name, s, o, args)
 		}
+		if rec, ok := b.queueReg().placement(vhost, name); ok && rec.Leader != b.opts.NodeName {
+			return b.consumeRemote(vhost, name, rec, o, args) // proxy.go
+		}
 		return nil, err
 	}
+	return b.consumeQueue(q, o, args)
+}
+
+// consumeQueue starts a consumer of a classic or quorum queue this node
+// runs.
+func (b *Broker) consumeQueue(q *Queue, o ConsumerOptions, args map[string]any) (Subscription, error) {
+	vhost, name := q.Def().VHost, q.Def().Name
 	if _, ok := args["x-stream-offset"]; ok {
 		return b.consumeHistory(q, o, args) // history_consume.go
 	}

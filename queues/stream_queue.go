@@ -109,6 +109,10 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 	if s, ok := b.LookupStream(def.VHost, def.Name); ok && def.Name != "" {
 		return true, StreamMessageCount(s), b.checkStreamEquivalence(o, def)
 	}
+	if _, ok := b.StreamPlacement(def.VHost, def.Name); ok && def.Name != "" {
+		// A stream with no copy on this node: its count is on its members.
+		return true, 0, b.checkStreamEquivalence(o, def)
+	}
 	if queueTypeOf(def.Args) != QueueStream {
 		return false, 0, nil
 	}
@@ -127,7 +131,7 @@ func (b *Broker) declareStreamLocked(o DeclareOptions, def QueueDef) (handled bo
 		// registry's lock: the caller's is let go across it.
 		reg := b.queueReg()
 		reg.opMu.Unlock()
-		err := b.createStreamCluster(def.VHost, def.Name, args)
+		err := b.createStreamCluster(def.VHost, def.Name, args, false)
 		reg.opMu.Lock()
 		if err != nil {
 			return true, 0, streamDeclareError(def, err)
@@ -427,6 +431,11 @@ func (b *Broker) deleteStreamQueue(vhost, name string) (int, error) {
 func (b *Broker) topoStreamsAdded() {
 	b.mu.Lock()
 	names := slices.Collect(maps.Keys(b.mu.streams))
+	for k := range b.mu.placed {
+		if _, open := b.mu.streams[k]; !open {
+			names = append(names, k) // another node's: routed to, bound to
+		}
+	}
 	b.mu.Unlock()
 	for _, n := range names {
 		b.topoQueueAdded(n.vhost, n.name, true)

@@ -10,9 +10,9 @@ import (
 )
 
 // Streams in a cluster (docs/design-cluster.md, "Streams"): a stream's
-// record in the catalog names its members (every node, for now), its
-// leader (the node where it was declared, as RabbitMQ's client-local
-// leader locator) and the leader's epoch. Each member opens the stream
+// record in the catalog names its members (x-initial-cluster-size of
+// the nodes, placement.go), its leader (the node where it was declared,
+// as RabbitMQ's client-local leader locator) and the leader's epoch. Each member opens the stream
 // as osiris's leader or replica; the cluster node (cluster/node) runs the
 // pull of each replica from the leader and tells the broker nothing: the
 // stream's own commit offset gates readers and publishers' confirms.
@@ -25,6 +25,7 @@ type clusterStreams struct {
 	watch map[int]func(vhost, name string)
 	nextW int
 	up    func(node string) bool // SetNodeUp
+	proxy Proxy                  // SetProxy
 	// onForget is told of each node forgotten (SetOnForget).
 	onForget func(node string)
 }
@@ -123,19 +124,19 @@ func init() {
 // createStreamCluster is CreateStream in a cluster: the stream's
 // arguments are checked here, its placement decided and the creation
 // proposed. REQUIRES: reg.opMu not held (apply takes it).
-func (b *Broker) createStreamCluster(vhost, name string, args map[string]string) error {
+// balanced puts the leader on the node leading the fewest streams
+// (placement.go), whatever the stream's leader locator says.
+func (b *Broker) createStreamCluster(vhost, name string, args map[string]string, balanced bool) error {
 	if _, err := streamCreateConfig(name, args); err != nil {
 		return err
 	}
-	cs := &b.cstreams
-	cs.mu.Lock()
-	members := slices.Clone(cs.nodes)
-	cs.mu.Unlock()
-	if len(members) == 0 {
-		return errors.New("queues: cluster nodes unknown (SetClusterNodes)")
+	size, bal := streamPlacementArgs(args)
+	members, leader, err := b.place(false, size, balanced || bal)
+	if err != nil {
+		return err
 	}
-	_, err := b.exec(&cmdCreateStream{StreamDef{VHost: vhost, Name: name, Args: args,
-		Members: members, Leader: b.repl.node, Epoch: 1}})
+	_, err = b.exec(&cmdCreateStream{StreamDef{VHost: vhost, Name: name, Args: args,
+		Members: members, Leader: leader, Epoch: 1}})
 	return err
 }
 
@@ -218,8 +219,10 @@ func (b *Broker) createPlacedStreamLocked(def StreamDef) error {
 		b.mu.streams[key] = s
 	}
 	b.mu.Unlock()
+	// Every node routes to the stream and holds the bindings to it (they
+	// are the cluster's), members or not.
+	b.topoQueueAdded(def.VHost, def.Name, true)
 	if s != nil {
-		b.topoQueueAdded(def.VHost, def.Name, true)
 		b.churn.QueuesCreated.Add(1)
 	}
 	return nil
@@ -236,8 +239,9 @@ func (c *cmdDeleteStream) apply(b *Broker) (any, error) {
 	b.mu.Unlock()
 	if !open {
 		var err error
-		if placed {
+		if placed { // a stream this node is not a member of
 			err = b.cat.delete(streamKey(c.VHost, c.Name))
+			b.topoQueueRemoved(c.VHost, c.Name)
 		} else {
 			err = fmt.Errorf("stream %q in vhost %q: %w", c.Name, c.VHost, ErrNotFound)
 		}

@@ -45,7 +45,8 @@ func NewManager(b *queues.Broker) *Manager { return &Manager{b: b} }
 // nor any partition may exist (queues.ErrExists). The user needs configure
 // permission on the name and every partition, read on the name and write
 // on the partitions (queues.ErrAccessRefused). On failure what was made
-// is removed again.
+// is removed again. In a cluster the partitions' leaders are spread over
+// the nodes (queues.Broker.CreateStreamBalanced).
 func (m *Manager) Create(user, vhost, name string, partitions, bindingKeys []string, args map[string]string) error {
 	if !m.allowed(user, vhost, queues.PermConfigure, append([]string{name}, partitions...)...) ||
 		!m.allowed(user, vhost, queues.PermRead, name) || !m.allowed(user, vhost, queues.PermWrite, partitions...) {
@@ -73,6 +74,9 @@ func (m *Manager) Create(user, vhost, name string, partitions, bindingKeys []str
 		return fmt.Errorf("super stream %q: there is already an exchange named %s: %w", name, name, queues.ErrExists)
 	}
 	for _, p := range partitions {
+		if _, placed := m.b.PlacementOf(vhost, p); placed {
+			return fmt.Errorf("super stream %q: there is already a queue named %s: %w", name, p, queues.ErrExists)
+		}
 		if q, s := m.b.LookupDestination(vhost, p); q != nil || s != nil {
 			return fmt.Errorf("super stream %q: there is already a queue named %s: %w", name, p, queues.ErrExists)
 		}
@@ -97,7 +101,10 @@ func (m *Manager) Create(user, vhost, name string, partitions, bindingKeys []str
 		}
 	}
 	for _, p := range partitions {
-		if err := m.b.CreateStream(vhost, p, args); err != nil {
+		// In a cluster each partition's leader goes to the node leading
+		// the fewest streams, so the partitions spread their leaders
+		// (and their publishers' load) over the nodes.
+		if err := m.b.CreateStreamBalanced(vhost, p, args); err != nil {
 			undo()
 			return fmt.Errorf("super stream %q: partition %q: %w", name, p, err)
 		}

@@ -76,6 +76,7 @@ type Node struct {
 	done      chan struct{}
 	wg        sync.WaitGroup // stream replica pulls (streams.go)
 	stopWatch func()
+	proxy     *proxy // clients' use of other nodes' queues (proxy.go)
 }
 
 // NodeID is the raft id of the node named name.
@@ -165,6 +166,9 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.ctx, n.cancel = ctx, cancel
 	n.startStreams(ctx)
+	n.proxy = newProxy(n)
+	n.net.HandleConn(nodenet.LaneProxy, n.serveProxy)
+	cfg.Broker.SetProxy(n.proxy)
 	n.wg.Add(2)
 	go n.coordinate(ctx)
 	go n.checkNotForgotten(ctx)
@@ -288,6 +292,10 @@ func (n *Node) Close() error {
 	}
 	if n.stopWatch != nil {
 		n.stopWatch()
+	}
+	if n.proxy != nil {
+		n.cfg.Broker.SetProxy(nil)
+		n.proxy.close()
 	}
 	err := errors.Join(n.host.Close(), n.net.Close())
 	n.wg.Wait()

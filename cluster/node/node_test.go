@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warren-mq/warren/osiris"
 	"github.com/warren-mq/warren/queues"
+	"github.com/warren-mq/warren/segment"
 )
 
 // testNode is a broker and its cluster node, in this process.
@@ -50,7 +53,7 @@ func newTestCluster(t testing.TB, names ...string) *testCluster {
 func (c *testCluster) start(name string) *testNode {
 	c.t.Helper()
 	tn := c.nodes[name]
-	b, err := queues.Open(filepath.Join(tn.dir, "broker"), queues.Options{Clustered: true})
+	b, err := queues.Open(filepath.Join(tn.dir, "broker"), queues.Options{Clustered: true, NodeName: name})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -174,15 +177,49 @@ func TestCatchUpAfterRestart(t *testing.T) {
 // full, so the node cannot catch up from them. (A node that lost its
 // disk may not come back under its name: raft's safety rests on what
 // each member has acknowledged. It must be forgotten first.)
+//
+// A stream and a quorum queue declared while the node was down come with
+// the snapshot: the node opens its copies as a replica and pulls the
+// stream's log from its leader.
 func TestCatchUpFromSnapshot(t *testing.T) {
 	c := startWithDoomed(t)
 	c.stop("c")
+	a := c.nodes["a"]
+	retry(t, "create stream st", func() error { return a.b.CreateStream("/", "st", nil) })
+	retry(t, "declare quorum queue qq", func() error {
+		_, _, _, err := a.b.DeclareQueue(queues.DeclareOptions{Def: queues.QueueDef{VHost: "/", Name: "qq", Durable: true,
+			Args: map[string]any{"x-queue-type": "quorum"}}})
+		return err
+	})
+	st, err := a.b.Stream("/", "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := st.Append(context.Background(), "", osiris.Message{Entry: segment.AppendSimpleEntry(nil, fmt.Appendf(nil, "m%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	changesWithoutC(t, c)
 	cn := c.start("c")
 	caughtUp(t, c, cn)
 	if cn.n.catalog.restored.Load() == 0 {
 		t.Error("c caught up without a snapshot: the test no longer covers RestoreCatalog")
 	}
+	for _, name := range []string{"st", "qq"} {
+		p, ok := cn.b.PlacementOf("/", name)
+		if !ok || p.Leader != "a" || len(p.Members) != 3 {
+			t.Fatalf("c's placement of %s: %+v %v", name, p, ok)
+		}
+		if _, err := cn.b.ReplicatedLog("/", name); err != nil {
+			t.Fatalf("c has no copy of %s: %v", name, err)
+		}
+	}
+	want := st.Stats().NextOffset
+	eventually(t, "c's copy of st to hold the 5 messages", func() bool {
+		s, err := cn.b.Stream("/", "st")
+		return err == nil && s.Stats().NextOffset == want
+	})
 }
 
 // With two of three nodes down, a change fails with ErrNotApplied

@@ -233,11 +233,20 @@ func (n *Node) tail(ctx context.Context, def queues.Placement, member string) (m
 // about 3.5 s after its node stops.
 const leaderLostAfter = time.Second
 
+// answersNeeded is how many of a stream's members (the lost leader
+// not among them) must tell their log end before a new leader is
+// chosen among them: enough that every majority of the members, which
+// holds each committed chunk, includes one of them (n - (n/2+1) + 1).
+// For three members that is two; for two, the one left, which holds
+// every committed chunk since a chunk of two members commits on both.
+func answersNeeded(members int) int { return members - members/2 }
+
 // coordinate runs on every node and acts on the one that leads the
 // catalog group: a replicated stream or quorum queue whose leader's node has been
 // unreachable for leaderLostAfter gets a new leader, the member with the
-// longest log among a majority of members that answer (so it holds every
-// committed chunk: a majority holds each), at the next epoch.
+// longest log among the members that answer, when enough answer that
+// one of them holds every committed chunk (answersNeeded), at the next
+// epoch. Only members answer and only members are chosen.
 func (n *Node) coordinate(ctx context.Context) {
 	defer n.wg.Done()
 	down := map[string]time.Time{} // stream key -> leader first seen down
@@ -276,8 +285,8 @@ func (n *Node) coordinate(ctx context.Context) {
 					}
 				}
 			}
-			if len(tails) < len(def.Members)/2+1 {
-				continue // no majority answers: a choice could lose committed chunks
+			if len(tails) < answersNeeded(len(def.Members)) {
+				continue // too few answers: a choice could lose committed chunks
 			}
 			best := tails[0]
 			for _, t := range tails[1:] {

@@ -96,7 +96,12 @@ type Delivery struct {
 	// read (history.go): the message fields are as for Queue (a queue
 	// record, not an AMQP 1.0 message), ID is the record's offset, and
 	// Props carry it as the x-stream-offset header.
-	History       bool
+	History bool
+	// Via is set instead of Queue for a message of a queue another node
+	// runs, delivered through the proxy (package queues): it settles the
+	// delivery; the message fields are as for Queue, Props final (the
+	// node running the queue merged its annotations and delivery count).
+	Via           Settler
 	ConsumerTag   string
 	ID            uint64 // the message's id in the queue, for Ack/Requeue/Discard
 	Redelivered   bool
@@ -132,6 +137,9 @@ var _ Settler = (*Queue)(nil)
 func (d *Delivery) Settler() Settler {
 	if d.Stream != nil {
 		return d.Stream
+	}
+	if d.Via != nil {
+		return d.Via
 	}
 	return d.Queue
 }

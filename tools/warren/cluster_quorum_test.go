@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -201,31 +200,18 @@ func TestClusterQuorumQueue(t *testing.T) {
 		}
 	}
 
-	// n2 knows the queue but does not run it.
+	// n2 knows the queue without running it: a redeclare is answered
+	// there, publishes and consumers are proxied to the leader.
 	_, ch2 := amqpChannel(t, n2)
 	if _, err := ch2.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatalf("redeclare on n2: %v", err)
 	}
-	if err := ch2.Confirm(false); err != nil {
-		t.Fatal(err)
+	if _, _, err := ch2.Get(name, false); !isCode(err, 404) {
+		t.Fatalf("basic.get on n2: %v; want 404 (not proxied yet)", err)
 	}
-	dc, err := ch2.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{Body: []byte("lost?")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if ok, err := dc.WaitContext(ctx); err != nil || ok {
-		t.Fatalf("publish on n2: confirmed %v, %v; want a nack", ok, err)
-	}
-	_, err = ch2.Consume(name, "", false, false, false, false, nil)
-	var ae *amqp091.Error
-	if !errors.As(err, &ae) || ae.Code != 404 || !strings.Contains(ae.Reason, "led by node 'n1'") {
-		t.Fatalf("consume on n2: %v; want 404 naming n1", err)
-	}
-
-	publishQueueConfirmed(t, n1, name, 0, 500)
-	checkRun(t, "n1", consumeQueue(t, n1, name, 200, true), 0)
+	n3 := nodes[2]
+	publishQueueConfirmed(t, n2, name, 0, 500) // through n2 to n1
+	checkRun(t, "n3", consumeQueue(t, n3, name, 200, true), 0)
 	// The acks reach the log (and so the replicas) within the ack
 	// state's persist interval (100 ms).
 	time.Sleep(500 * time.Millisecond)
@@ -235,9 +221,13 @@ func TestClusterQuorumQueue(t *testing.T) {
 	leader := waitLeader(t, nodes[1:], name, "n1")
 	t.Logf("%s leads after n1's kill, %v later", leader, time.Since(killed).Round(100*time.Millisecond))
 	ln := nodeNamed(t, nodes, leader)
-	got := consumeQueue(t, ln, name, 300, false) // closed unacked: returned
-	checkRun(t, leader, got, 200)
-	publishQueueConfirmed(t, ln, name, 500, 600)
+	other := n2 // the surviving node that does not lead: proxied
+	if other == ln {
+		other = n3
+	}
+	got := consumeQueue(t, other, name, 300, false) // closed unacked: returned
+	checkRun(t, other.name, got, 200)
+	publishQueueConfirmed(t, other, name, 500, 600)
 
 	n1.start(t)
 	waitFor(t, "n1 to know the new leader", 30*time.Second, func() bool {
@@ -257,11 +247,60 @@ func TestClusterQuorumQueue(t *testing.T) {
 	}
 	leader2 := waitLeader(t, rest, name, leader)
 	t.Logf("%s leads after %s's kill, %v later", leader2, leader, time.Since(killed).Round(100*time.Millisecond))
-	got = consumeQueue(t, nodeNamed(t, nodes, leader2), name, 400, true)
-	checkRun(t, leader2, got, 200)
+	via := rest[0] // a consumer on each surviving node in turn: the leader's own, then proxied
+	if via.name != leader2 {
+		via = rest[1]
+	}
+	got = consumeQueue(t, via, name, 100, true)
+	for _, n := range rest {
+		if n != via {
+			got = append(got, consumeQueue(t, n, name, 300, true)...)
+		}
+	}
+	checkRun(t, "the last two nodes", got, 200)
 	for i, r := range got {
 		if want := i < 300; r.redelivered != want {
 			t.Fatalf("message %s: redelivered %v, want %v", r.body, r.redelivered, want)
+		}
+	}
+}
+
+// isCode reports whether err is an AMQP error with code.
+func isCode(err error, code int) bool {
+	var ae *amqp091.Error
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// AMQP 0-9-1 publishers of any node publish to a replicated stream: a
+// node that does not lead it forwards each message to the leader, and
+// the publisher's confirm comes once the stream has committed it; every
+// node's copy then holds the messages of both publishers, in order.
+func TestClusterStreamPublishAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	nodes := startStreamCluster(t)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	const name = "anys"
+	_, ch := amqpChannel(t, n1)
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		waitFor(t, n.name+" to know the stream", 10*time.Second, func() bool {
+			p, ok := n.queuePlacement(t, name)
+			return ok && p.Leader == "n1"
+		})
+	}
+	publishQueueConfirmed(t, n2, name, 0, 300)   // through n2
+	publishQueueConfirmed(t, n3, name, 300, 600) // through n3
+	publishQueueConfirmed(t, n1, name, 600, 700) // at the leader
+	for _, n := range nodes {
+		got := consumeAll(t, n, name, 700)
+		for i, m := range got {
+			if want := fmt.Sprintf("q-%04d", i); m != want {
+				t.Fatalf("%s: message %d = %q, want %q", n.name, i, m, want)
+			}
 		}
 	}
 }
