@@ -9,21 +9,20 @@ import (
 // Node.Forget proposes it once it has checked the node is down): the
 // catalog records the node as forgotten for good, and every replicated
 // stream's and quorum queue's record drops it from its members, so new
-// streams and queues leave it out, the coordinator moves a leadership it
-// still holds (it is unreachable), and a majority is counted among the
-// members left.
+// streams and queues leave it out, it is never chosen to lead, and the
+// coordinator moves a leadership it still holds (it is unreachable).
 //
-// The logs open on the remaining members are not reopened: each keeps
-// the member count it opened with until its next reopen (a leader move,
-// a restart), so its leader goes on counting a majority of the old
-// count. That majority is never smaller than the new one (n/2+1 grows
-// with n), so nothing is confirmed that fewer members hold than the new
-// set needs, and a leader move counts answers among the new members,
-// which meet every old majority in at least one member (of n members, a
-// committed chunk is on n/2+1, at least n/2 of them still members, and
-// n/2 + (n-1)/2+1 > n-1). It costs availability only for an even old
-// count (4 → 3 still needs 3 until the reopen), and spares the queues'
-// consumers and the streams' clients the cancellation a reopen means.
+// Majorities do not shrink: the record counts the member as lost (Lost),
+// and both the commit (osiris's Replication.Members, at every open) and
+// a leader move (cluster/node's answersNeeded) still take their majority
+// of len(Members)+Lost, as if the node were a member that never answers
+// again. Shrinking them would need more than a new count: a chunk
+// committed on the forgotten node and the leader only is on one node
+// left, so until every remaining member is known to hold the leader's
+// log, a leader move among fewer answers could lose it (main's rule lets
+// one answer of two members choose, which is safe only for a log whose
+// every epoch had two members). Nothing is reopened, so no consumer or
+// client is disturbed; availability is what it was with the node down.
 
 // cmdForgetNode removes a node from the cluster for good.
 type cmdForgetNode struct {
@@ -98,6 +97,7 @@ func (c *cmdForgetNode) apply(b *Broker) (any, error) {
 	for _, def := range b.mu.placed {
 		if m, ok := without(def.Members); ok {
 			def.Members = m
+			def.Lost++
 			streams = append(streams, def)
 		}
 	}
@@ -125,6 +125,7 @@ func (c *cmdForgetNode) apply(b *Broker) (any, error) {
 			rec := p.rec
 			reg.mu.Unlock()
 			rec.Members, _ = without(rec.Members)
+			rec.Lost++
 			if err = b.cat.put(queueKey(rec.VHost, rec.Name), rec); err != nil {
 				break
 			}

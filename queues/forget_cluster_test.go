@@ -8,7 +8,7 @@ import (
 
 // Ensure forgetting a node records it on every node, drops it from every
 // stream's and quorum queue's members (keeping leaders and epochs, and
-// the open logs), keeps it out of what is declared after, refuses a
+// the open logs) while counting it as lost for majorities, keeps it out of what is declared after, refuses a
 // leader move to it, tells the hook, and travels in catalog snapshots.
 func TestForgetNode(t *testing.T) {
 	bs, _ := openCluster(t, 3)
@@ -31,11 +31,11 @@ func TestForgetNode(t *testing.T) {
 			t.Fatalf("node %d: forgotten %v", i+1, got)
 		}
 		_, p, _ := b.PlacedQueue("/", "qq")
-		if !slices.Equal(p.Members, two) || p.Leader != "n1" || p.Epoch != 1 {
+		if !slices.Equal(p.Members, two) || p.Leader != "n1" || p.Epoch != 1 || p.Lost != 1 {
 			t.Fatalf("node %d: quorum queue placement %+v", i+1, p)
 		}
 		s, ok := b.PlacementOf("/", "s")
-		if !ok || !slices.Equal(s.Members, two) || s.Leader != "n1" || s.Epoch != 1 {
+		if !ok || !slices.Equal(s.Members, two) || s.Leader != "n1" || s.Epoch != 1 || s.Lost != 1 {
 			t.Fatalf("node %d: stream placement %+v", i+1, s)
 		}
 	}
@@ -45,7 +45,7 @@ func TestForgetNode(t *testing.T) {
 		t.Fatalf("a queue n3 led: placement %+v", p)
 	}
 	must(t, b1.MoveQueueLeader("/", "led-by-n3", "n2", 2))
-	if _, p, _ := b1.PlacedQueue("/", "led-by-n3"); p.Leader != "n2" || p.Epoch != 2 {
+	if _, p, _ := b1.PlacedQueue("/", "led-by-n3"); p.Leader != "n2" || p.Epoch != 2 || p.Lost != 1 {
 		t.Fatalf("a queue n3 led, moved: placement %+v", p)
 	}
 	if !slices.Equal(told, []string{"n3", "n3"}) {
@@ -58,7 +58,7 @@ func TestForgetNode(t *testing.T) {
 	// What is declared after leaves n3 out; leadership cannot go to it.
 	_, _, _, err = bs[1].DeclareQueue(DeclareOptions{Def: QueueDef{VHost: "/", Name: "qq2", Durable: true, Args: quorum}})
 	must(t, err)
-	if _, p, _ := b1.PlacedQueue("/", "qq2"); !slices.Equal(p.Members, two) {
+	if _, p, _ := b1.PlacedQueue("/", "qq2"); !slices.Equal(p.Members, two) || p.Lost != 0 {
 		t.Fatalf("a queue declared after: members %v", p.Members)
 	}
 	must(t, b1.MoveQueueLeader("/", "qq", "n3", 5))

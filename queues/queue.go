@@ -107,6 +107,9 @@ type queueRecord struct {
 	Members []string `json:"members,omitempty"`
 	Leader  string   `json:"leader,omitempty"`
 	Epoch   uint64   `json:"epoch,omitempty"`
+	// Lost counts the members forgotten (forget_cluster.go): majorities
+	// are still taken of len(Members)+Lost.
+	Lost int `json:"lost,omitempty"`
 }
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,

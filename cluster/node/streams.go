@@ -285,7 +285,7 @@ func (n *Node) coordinate(ctx context.Context) {
 					}
 				}
 			}
-			if len(tails) < answersNeeded(len(def.Members)) {
+			if len(tails) < answersNeeded(len(def.Members)+def.Lost) { // a forgotten member never answers
 				continue // too few answers: a choice could lose committed chunks
 			}
 			best := tails[0]
