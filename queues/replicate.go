@@ -74,6 +74,9 @@ type replication struct {
 	seq     atomic.Uint64
 	mu      sync.Mutex
 	waiting map[uint64]*applyResult
+	// single: the catalog was a single node's when the broker joined
+	// (seed.go); static after SetReplicator.
+	single bool
 }
 
 type applyResult struct {
@@ -93,7 +96,12 @@ func (b *Broker) SetReplicator(r Replicator, node string, timeout time.Duration)
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	b.repl = &replication{r: r, node: node, timeout: timeout, waiting: map[uint64]*applyResult{}}
+	rp := &replication{r: r, node: node, timeout: timeout, waiting: map[uint64]*applyResult{}}
+	var err error
+	if rp.single, err = b.singleNodeCatalog(); err != nil {
+		b.log.Error("cluster: is the catalog a single node's?", "err", err)
+	}
+	b.repl = rp
 }
 
 // exec makes the change c: on a single node it is applied here and now;

@@ -28,11 +28,22 @@ import (
 var seedKey = []byte("sd/seeded")
 
 // seedPending reports whether this broker holds a single node's catalog
-// not yet given to its cluster.
+// not yet given to its cluster. Whether the catalog was a single node's
+// is decided once, when the broker joined (SetReplicator), before any
+// entry of the cluster's log is applied: later, a catalog with vhosts
+// and no applied index may be a fresh node's in the middle of applying
+// another node's bootstrap (the vhost written, the applied index not
+// yet), and seeding that half catalog would replace the cluster's.
 func (b *Broker) seedPending() (bool, error) {
-	if b.repl == nil {
+	if b.repl == nil || !b.repl.single {
 		return false, nil
 	}
+	return b.singleNodeCatalog()
+}
+
+// singleNodeCatalog reports whether the catalog has vhosts but no index
+// of a cluster's log applied.
+func (b *Broker) singleNodeCatalog() (bool, error) {
 	if applied, err := b.CatalogApplied(); err != nil || applied > 0 {
 		return false, err
 	}
