@@ -33,12 +33,23 @@ var seedKey = []byte("sd/seeded")
 // entry of the cluster's log is applied: later, a catalog with vhosts
 // and no applied index may be a fresh node's in the middle of applying
 // another node's bootstrap (the vhost written, the applied index not
-// yet), and seeding that half catalog would replace the cluster's.
+// yet), and seeding that half catalog would replace the cluster's. From
+// then on the seed is pending until one is applied, this node's or
+// another's (the marker): a fresh node's bootstrap applied first must
+// not end it, or the cluster would keep the default identity while this
+// node kept its own catalog (the seed replaces what a bootstrap made).
 func (b *Broker) seedPending() (bool, error) {
 	if b.repl == nil || !b.repl.single {
 		return false, nil
 	}
-	return b.singleNodeCatalog()
+	var seeder string
+	switch err := b.cat.get(seedKey, &seeder); {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, ErrNotFound):
+		return false, err
+	}
+	return true, nil
 }
 
 // singleNodeCatalog reports whether the catalog has vhosts but no index
