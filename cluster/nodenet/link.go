@@ -28,22 +28,18 @@ type peer struct {
 	received  atomic.Uint64
 	dropped   atomic.Uint64
 	dropping  atomic.Bool // Send dropped the last frame (logged once per run)
+	forgotten atomic.Bool // Net.Forget: no link, no dial, no frames, refused; set under mu
 
 	mu struct {
 		sync.Mutex
 		link      *link // current link; nil when down
 		reachable bool
 		links     uint64
-		forgotten bool // Net.Forget: no link, no dial, no frames, refused
 	}
 }
 
 // isForgotten reports whether Net.Forget forgot p.
-func (p *peer) isForgotten() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.forgotten
-}
+func (p *peer) isForgotten() bool { return p.forgotten.Load() }
 
 func newPeer(name, addr string) *peer {
 	p := &peer{name: name, addr: addr}
@@ -157,7 +153,7 @@ func (n *Net) runLink(p *peer, conn net.Conn) {
 	l := &link{n: n, p: p, conn: conn, closing: make(chan struct{}), done: make(chan struct{})}
 	defer close(l.done)
 	p.mu.Lock()
-	if n.ctx.Err() != nil || p.mu.forgotten { // Close has run or is running over the peers, or Forget
+	if n.ctx.Err() != nil || p.forgotten.Load() { // Close has run or is running over the peers, or Forget
 		p.mu.Unlock()
 		conn.Close()
 		return

@@ -601,11 +601,11 @@ func (n *Net) Forget(peer string) error {
 		return fmt.Errorf("%w: %q", ErrUnknownPeer, peer)
 	}
 	p.mu.Lock()
-	if p.mu.forgotten {
+	if p.forgotten.Load() {
 		p.mu.Unlock()
 		return nil
 	}
-	p.mu.forgotten = true
+	p.forgotten.Store(true) // under mu: runLink checks it there
 	l := p.mu.link
 	if p.mu.reachable {
 		p.mu.reachable = false
