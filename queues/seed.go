@@ -9,7 +9,7 @@ import (
 )
 
 // A single node's data directory as the first node of a cluster
-// (docs/design-cluster.md, "Membership"). A broker opened Clustered on a
+// (docs/design-cluster.md, "A single node's data as the first node"). A broker opened Clustered on a
 // catalog that has vhosts but was never a cluster's (no applied index)
 // holds a single node's catalog. Its BootstrapCluster proposes that
 // catalog (a seed: the CatalogSnapshot of it) instead of the default
