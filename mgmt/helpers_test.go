@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -41,9 +42,10 @@ func startBroker(t testing.TB) *testBroker {
 
 // brokerOpts are test hooks and limits for startBrokerWith.
 type brokerOpts struct {
-	stream        osiris.Options // the broker's StreamOptions (BeforeCycle)
-	publishCredit int64          // both front ends' PublishCredit (0: the default)
-	peers         func() []Peer  // Config.Peers
+	stream        osiris.Options                               // the broker's StreamOptions (BeforeCycle)
+	publishCredit int64                                        // both front ends' PublishCredit (0: the default)
+	peers         func() []Peer                                // Config.Peers
+	forget        func(ctx context.Context, node string) error // Config.Forget
 }
 
 func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
@@ -79,6 +81,7 @@ func startBrokerWith(t testing.TB, o brokerOpts) *testBroker {
 		Broker: b, SuperStreams: super, ConsumerGroups: ssrv.ConsumerGroups, Logger: logger, Node: "warren@test",
 		StatsInterval: -1, // the tests take the samples
 		Peers:         o.peers,
+		Forget:        o.forget,
 		Listeners:     []Listener{{"amqp", aln.Addr()}, {"stream", sln.Addr()}, {"http", hln.Addr()}},
 	})
 	serve := func(srv interface {

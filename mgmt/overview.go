@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -45,6 +46,22 @@ func (s *Server) registerOverview() {
 			}
 		}
 		return errNotFound()
+	})
+	// Warren's: forget_cluster_node through the API. The node must be
+	// down (RabbitMQ refuses to forget a running node too) and not this
+	// one.
+	s.handle("DELETE", "/api/nodes/{node}", accessAdmin, func(q *request) error {
+		if s.cfg.Forget == nil {
+			return errBadRequest("not a cluster: there is no other node to forget")
+		}
+		err := s.cfg.Forget(q.r.Context(), q.Var("node"))
+		switch {
+		case err == nil:
+			return q.noContent(false)
+		case errors.Is(err, queues.ErrNotFound), errors.Is(err, queues.ErrNotApplied):
+			return err
+		}
+		return errBadRequest(err.Error())
 	})
 	s.handle("GET", "/api/extensions", accessManagement, func(q *request) error { return q.reply([]obj{}) })
 

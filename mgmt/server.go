@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,12 @@ type Config struct {
 	// Peers returns the cluster's other nodes as this node sees them
 	// (nil: a single node). /api/nodes lists them after this node.
 	Peers func() []Peer
+	// Forget removes another node from the cluster for good (DELETE
+	// /api/nodes/{node}, Warren's; warrenctl forget_cluster_node); nil:
+	// a single node. Its errors: queues.ErrNotFound (not a node of the
+	// cluster) answers 404, queues.ErrNotApplied 503, others 400 with
+	// their text (the node is running, or is this one).
+	Forget func(ctx context.Context, node string) error
 }
 
 // Peer is another node of the cluster.

@@ -44,6 +44,9 @@ type StreamDef struct {
 	Members []string `json:"members,omitempty"`
 	Leader  string   `json:"leader,omitempty"`
 	Epoch   uint64   `json:"epoch,omitempty"`
+	// Lost counts the members forgotten (forget_cluster.go): majorities
+	// are still taken of len(Members)+Lost.
+	Lost int `json:"lost,omitempty"`
 }
 
 // catalog is the persistent model in pebble.

@@ -44,6 +44,7 @@ type catalogSnapshot struct {
 	// whose single-node catalog seeded the cluster (seed.go).
 	NodeAddrs []NodeAddr `json:"node_addrs,omitempty"`
 	Seeded    string     `json:"seeded,omitempty"`
+	Forgotten []string   `json:"forgotten,omitempty"` // nodes forgotten for good (node.forget)
 }
 
 // CatalogSnapshot returns the replicated part of the catalog. Call it
@@ -105,6 +106,7 @@ func (b *Broker) CatalogSnapshot() ([]byte, error) {
 		}
 	}
 	b.snapshotPlacements(&s)
+	s.Forgotten = b.ForgottenNodes()
 	return json.Marshal(s)
 }
 
@@ -129,6 +131,13 @@ func (b *Broker) RestoreCatalog(data []byte) error {
 	run := func(c command) {
 		if _, err := c.apply(b); err != nil && !errors.Is(err, ErrNotFound) {
 			errs = append(errs, fmt.Errorf("%s: %w", c.op(), err))
+		}
+	}
+
+	// A forgotten node stays forgotten: the snapshot only adds.
+	for _, node := range s.Forgotten {
+		if !b.NodeForgotten(node) {
+			run(&cmdForgetNode{Node: node})
 		}
 	}
 

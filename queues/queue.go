@@ -113,6 +113,9 @@ type queueRecord struct {
 	// its home node's restart), or exclusive to a connection there.
 	Transient bool `json:"transient,omitempty"`
 	Exclusive bool `json:"exclusive,omitempty"`
+	// Lost counts the members forgotten (forget_cluster.go): majorities
+	// are still taken of len(Members)+Lost.
+	Lost int `json:"lost,omitempty"`
 }
 
 // DeclareQueue creates a queue or checks an existing one (equivalence 406,

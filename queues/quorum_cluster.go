@@ -56,7 +56,7 @@ func (b *Broker) queueLogOptionsFor(rec queueRecord) (osiris.Options, bool) {
 	if rec.Leader == b.opts.NodeName {
 		role = osiris.RoleLeader
 	}
-	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(rec.Members), Epoch: rec.Epoch}
+	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(rec.Members) + rec.Lost, Epoch: rec.Epoch}
 	return opts, true
 }
 
@@ -306,7 +306,7 @@ func (b *Broker) QueuePlacements() []Placement {
 }
 
 func placementOfQueue(rec queueRecord) Placement {
-	return Placement{VHost: rec.VHost, Name: rec.Name, Members: rec.Members, Leader: rec.Leader, Epoch: rec.Epoch, Queue: true}
+	return Placement{VHost: rec.VHost, Name: rec.Name, Members: rec.Members, Leader: rec.Leader, Epoch: rec.Epoch, Queue: true, Lost: rec.Lost}
 }
 
 // queueLog returns this member's copy of a replicated queue's log.

@@ -26,11 +26,15 @@ type clusterStreams struct {
 	nextW int
 	up    func(node string) bool // SetNodeUp
 	proxy Proxy                  // SetProxy
+	// onForget is told of each node forgotten (SetOnForget).
+	onForget func(node string)
 }
 
 // SetClusterNodes tells the broker every node of its cluster (sorted
-// here): the members of the streams it creates.
+// here): the members of the streams and quorum queues it creates, but
+// for the nodes the catalog says were forgotten.
 func (b *Broker) SetClusterNodes(nodes []string) {
+	nodes = slices.DeleteFunc(slices.Clone(nodes), b.NodeForgotten)
 	cs := &b.cstreams
 	cs.mu.Lock()
 	cs.nodes = slices.Sorted(slices.Values(nodes))
@@ -93,7 +97,7 @@ func (b *Broker) streamOptions(def StreamDef) (osiris.Options, bool) {
 	if def.Leader == b.opts.NodeName {
 		role = osiris.RoleLeader
 	}
-	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(def.Members), Epoch: def.Epoch}
+	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(def.Members) + def.Lost, Epoch: def.Epoch}
 	return opts, true
 }
 
@@ -424,10 +428,13 @@ type Placement struct {
 	Leader  string
 	Epoch   uint64
 	Queue   bool // a quorum queue; a stream otherwise
+	// Lost is how many members were forgotten: a majority is of
+	// len(Members)+Lost (forget_cluster.go).
+	Lost int
 }
 
 func placementOfStream(def StreamDef) Placement {
-	return Placement{VHost: def.VHost, Name: def.Name, Members: def.Members, Leader: def.Leader, Epoch: def.Epoch}
+	return Placement{VHost: def.VHost, Name: def.Name, Members: def.Members, Leader: def.Leader, Epoch: def.Epoch, Lost: def.Lost}
 }
 
 // Placements returns the placement of every replicated stream and queue.

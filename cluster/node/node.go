@@ -52,6 +52,10 @@ type Config struct {
 	// a peer, default 4,096): tests lower them to exercise snapshots.
 	SnapshotEntries, CatchUpEntries uint64
 	QueueFrames                     int
+	// Join makes a node with an empty directory join a running cluster
+	// (join.go) instead of bootstrapping a new one from Peers; every
+	// node must list it in its Peers. Ignored once the node has state.
+	Join bool
 }
 
 // Node is a running cluster node.
@@ -83,9 +87,11 @@ func NodeID(name string) uint64 {
 	return 1
 }
 
-// Start joins the cluster: it listens for and dials the peers, starts
-// the catalog's group and makes cfg.Broker propose its catalog changes
-// there. Once the group has a leader, the default identity is proposed
+// Start joins the cluster: it listens for and dials the peers (but the
+// ones the catalog says were forgotten), starts the catalog's group and
+// makes cfg.Broker propose its catalog changes there. The peers
+// bootstrap the group's membership in a new cluster only; after that it
+// is the group's stored configuration (Forget changes it). Once the group has a leader, the default identity is proposed
 // (it is created once, in an empty catalog).
 func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
@@ -123,6 +129,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.net.Handle(nodenet.LaneRaft, n.receive)
+	// The catalog's forgotten nodes are out whatever the peer list says.
+	for _, name := range cfg.Broker.ForgottenNodes() {
+		if name != cfg.Name {
+			n.net.Forget(name)
+		}
+	}
+	cfg.Broker.SetOnForget(n.nodeForgotten)
 	if err := n.net.Start(); err != nil {
 		n.host.Close()
 		return nil, err
@@ -138,11 +151,13 @@ func Start(cfg Config) (*Node, error) {
 		defer n.mu.Unlock()
 		return n.reachable[node]
 	})
-	voters := make([]uint64, 0, len(n.ids))
-	for _, id := range n.ids {
-		voters = append(voters, id)
+	var voters []uint64 // none: a joining node waits to be added
+	if !cfg.Join {
+		for _, id := range n.ids {
+			voters = append(voters, id)
+		}
+		slices.Sort(voters)
 	}
-	slices.Sort(voters)
 	n.catalog = &catalogSM{b: cfg.Broker, log: n.log}
 	if err := n.host.StartGroup(CatalogGroup, voters, n.catalog); err != nil {
 		n.Close()
@@ -154,8 +169,13 @@ func Start(cfg Config) (*Node, error) {
 	n.proxy = newProxy(n)
 	n.net.HandleConn(nodenet.LaneProxy, n.serveProxy)
 	cfg.Broker.SetProxy(n.proxy)
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.coordinate(ctx)
+	go n.checkNotForgotten(ctx)
+	if cfg.Join {
+		n.wg.Add(1)
+		go n.requestJoin(ctx)
+	}
 	go n.bootstrap(ctx)
 	return n, nil
 }
@@ -236,15 +256,14 @@ type Peer struct {
 	Running bool // reachable
 }
 
-// Peers returns the other nodes, by name.
+// Peers returns the other nodes, by name, without those forgotten.
 func (n *Node) Peers() []Peer {
+	names := n.net.Peers()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var out []Peer
-	for name := range n.cfg.Peers {
-		if name != n.cfg.Name {
-			out = append(out, Peer{name, n.reachable[name]})
-		}
+	for _, name := range names {
+		out = append(out, Peer{name, n.reachable[name]})
 	}
 	slices.SortFunc(out, func(a, b Peer) int {
 		if a.Name < b.Name {

@@ -17,6 +17,7 @@ import (
 // testNode is a broker and its cluster node, in this process.
 type testNode struct {
 	name, dir string
+	join      bool // Config.Join
 	b         *queues.Broker
 	n         *Node
 }
@@ -59,7 +60,7 @@ func (c *testCluster) start(name string) *testNode {
 	n, err := Start(Config{
 		Name: name, Peers: c.peers, Secret: "s", Dir: filepath.Join(tn.dir, "raft"), Broker: b,
 		Tick: 10 * time.Millisecond, Timeout: 300 * time.Millisecond, CommandTimeout: 5 * time.Second,
-		SnapshotEntries: 10, CatchUpEntries: 1, QueueFrames: 16,
+		SnapshotEntries: 10, CatchUpEntries: 1, QueueFrames: 16, Join: tn.join,
 	})
 	if err != nil {
 		b.Close()

@@ -28,11 +28,14 @@ import (
 //
 // purposeFollow: a replica's pull (osiris's protocol follows);
 // purposeTail: the coordinator asks for the member's log end, answered
-// with last epoch u64 | next offset u64 | 0 or 1 (u8: the stream is open).
+// with last epoch u64 | next offset u64 | 0 or 1 (u8: the stream is open);
+// purposeJoin: the dialer asks to be added to the catalog's group (empty
+// vhost and name), answered 1 (u8) once it is, 0 if not (join.go).
 const (
 	streamHelloVersion = 1
 	purposeFollow      = 1
 	purposeTail        = 2
+	purposeJoin        = 3
 )
 
 func appendStreamHello(dst []byte, purpose byte, vhost, name string) []byte {
@@ -87,6 +90,11 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 	if err != nil {
 		n.log.Warn("cluster: bad stream replica hello", "from", from, "err", err)
 		conn.Close()
+		return
+	}
+	if purpose == purposeJoin {
+		defer conn.Close()
+		n.serveJoin(ctx, from, conn)
 		return
 	}
 	s, err := n.cfg.Broker.ReplicatedLog(vhost, name)
@@ -277,7 +285,7 @@ func (n *Node) coordinate(ctx context.Context) {
 					}
 				}
 			}
-			if len(tails) < answersNeeded(len(def.Members)) {
+			if len(tails) < answersNeeded(len(def.Members)+def.Lost) { // a forgotten member never answers
 				continue // too few answers: a choice could lose committed chunks
 			}
 			best := tails[0]

@@ -44,7 +44,9 @@
 // refuse message naming the reason, a dialer of another cluster, one
 // not in its peer map, one that meant another node, a link dialed by the
 // higher-named node, a connection for a lane it has no ConnHandler for,
-// and a bad proof; a dialer checks the same of the acceptor's hello and
+// a node it was told to forget (Net.Forget: removed from the cluster for
+// good, refused with ReasonForgotten so that the node logs why), and a
+// bad proof; a dialer checks the same of the acceptor's hello and
 // proof. Both sides log the reason; Dial returns it as an error that
 // errors.Is classifies (ErrWrongCluster, ErrUnknownNode, ErrBadSecret,
 // ErrVersion, ...). A preamble with another version is answered with

@@ -28,6 +28,7 @@ type peer struct {
 	received  atomic.Uint64
 	dropped   atomic.Uint64
 	dropping  atomic.Bool // Send dropped the last frame (logged once per run)
+	forgotten atomic.Bool // Net.Forget: no link, no dial, no frames, refused; set under mu
 
 	mu struct {
 		sync.Mutex
@@ -36,6 +37,9 @@ type peer struct {
 		links     uint64
 	}
 }
+
+// isForgotten reports whether Net.Forget forgot p.
+func (p *peer) isForgotten() bool { return p.forgotten.Load() }
 
 func newPeer(name, addr string) *peer {
 	p := &peer{name: name, addr: addr}
@@ -149,7 +153,7 @@ func (n *Net) runLink(p *peer, conn net.Conn) {
 	l := &link{n: n, p: p, conn: conn, closing: make(chan struct{}), done: make(chan struct{})}
 	defer close(l.done)
 	p.mu.Lock()
-	if n.ctx.Err() != nil { // Close has run or is running over the peers
+	if n.ctx.Err() != nil || p.forgotten.Load() { // Close has run or is running over the peers, or Forget
 		p.mu.Unlock()
 		conn.Close()
 		return

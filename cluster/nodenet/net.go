@@ -235,7 +235,7 @@ func (n *Net) Start() error {
 	n.goLabelled("nodenet-watchdog", n.cfg.Name, n.watchdog)
 	n.goLabelled("nodenet-events", n.cfg.Name, n.notifyLoop)
 	for _, name := range sortedNames(n.peers) {
-		if n.cfg.Name < name {
+		if n.cfg.Name < name && !n.peers[name].isForgotten() {
 			p := n.peers[name]
 			n.goLabelled("nodenet-dial", name, func() { n.dialLoop(p) })
 		}
@@ -307,6 +307,9 @@ func (n *Net) Send(peer string, lane Lane, payload []byte) error {
 	if p == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownPeer, peer)
 	}
+	if p.isForgotten() {
+		return fmt.Errorf("%w: %q", ErrForgotten, peer)
+	}
 	if len(payload) > n.cfg.MaxPayload {
 		return fmt.Errorf("%w: %d bytes to %s, at most %d", ErrFrameTooLarge, len(payload), peer, n.cfg.MaxPayload)
 	}
@@ -338,6 +341,9 @@ func (n *Net) Dial(ctx context.Context, peer string, lane Lane) (net.Conn, error
 	p := n.peers[peer]
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPeer, peer)
+	}
+	if p.isForgotten() {
+		return nil, fmt.Errorf("%w: %q", ErrForgotten, peer)
 	}
 	return n.dial(ctx, p, purposeConn, lane)
 }
@@ -372,6 +378,10 @@ func (n *Net) checkHello(h *hello) *refusal {
 	}
 	if n.peers[h.from] == nil {
 		return &refusal{ReasonUnknownNode, fmt.Sprintf("%q is not among %s's peers", h.from, n.cfg.Name)}
+	}
+	if n.peers[h.from].isForgotten() {
+		return &refusal{ReasonForgotten, fmt.Sprintf("%s was removed from the cluster (forget_cluster_node) and may not rejoin under its name: "+
+			"start it with a new name and an empty data directory", h.from)}
 	}
 	switch h.purpose {
 	case purposeLink:
@@ -462,7 +472,7 @@ func (n *Net) untrack(c net.Conn) {
 func (n *Net) dialLoop(p *peer) {
 	wait := n.cfg.RedialMin
 	var lastErr string
-	for n.ctx.Err() == nil {
+	for n.ctx.Err() == nil && !p.isForgotten() {
 		conn, err := n.dial(n.ctx, p, purposeLink, 0 /* lane */)
 		if err != nil {
 			if n.ctx.Err() != nil {
@@ -516,6 +526,9 @@ func (n *Net) watchdog() {
 		}
 		now := n.since()
 		for _, p := range n.peers {
+			if p.isForgotten() {
+				continue
+			}
 			silent := time.Duration(now - p.lastHeard.Load())
 			p.mu.Lock()
 			var l *link
@@ -550,7 +563,7 @@ type PeerStats struct {
 // PeerStats returns peer's counters, false for an unknown peer.
 func (n *Net) PeerStats(peer string) (PeerStats, bool) {
 	p := n.peers[peer]
-	if p == nil {
+	if p == nil || p.isForgotten() {
 		return PeerStats{}, false
 	}
 	p.mu.Lock()
@@ -563,8 +576,49 @@ func (n *Net) PeerStats(peer string) (PeerStats, bool) {
 	return s, true
 }
 
-// Peers returns the names of the other nodes, sorted.
-func (n *Net) Peers() []string { return sortedNames(n.peers) }
+// Peers returns the names of the other nodes, sorted, without those
+// forgotten.
+func (n *Net) Peers() []string {
+	var out []string
+	for _, name := range sortedNames(n.peers) {
+		if !n.peers[name].isForgotten() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Forget removes peer from the cluster for good, as far as this Net is
+// concerned: its link is closed and not dialed again, Send and Dial to
+// it fail with ErrForgotten, and its handshakes are refused with
+// ReasonForgotten (logged on both sides), so a node that lost its data
+// and comes back under its old name learns why it is kept out. It is
+// reported unreachable if it was reachable. Forget may be called before
+// Start.
+func (n *Net) Forget(peer string) error {
+	p := n.peers[peer]
+	if p == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownPeer, peer)
+	}
+	p.mu.Lock()
+	if p.forgotten.Load() {
+		p.mu.Unlock()
+		return nil
+	}
+	p.forgotten.Store(true) // under mu: runLink checks it there
+	l := p.mu.link
+	if p.mu.reachable {
+		p.mu.reachable = false
+		n.events.push(event{p.name, false})
+	}
+	p.mu.Unlock()
+	if l != nil {
+		l.close(ErrForgotten)
+	}
+	p.dropped.Add(uint64(p.q.clear()))
+	n.log.Info("nodenet: peer forgotten", "peer", peer)
+	return nil
+}
 
 func sortedNames(m map[string]*peer) []string {
 	names := make([]string, 0, len(m))

@@ -65,6 +65,7 @@ const (
 	ReasonWrongDirection = Reason(6) // a link dialed by the node whose name sorts higher
 	ReasonNoHandler      = Reason(7) // no HandleConn handler for the lane asked for
 	ReasonClosing        = Reason(8) // the acceptor is shutting down
+	ReasonForgotten      = Reason(9) // the dialer was removed from the cluster (Net.Forget)
 )
 
 func (r Reason) String() string {
@@ -85,6 +86,8 @@ func (r Reason) String() string {
 		return "no handler for lane"
 	case ReasonClosing:
 		return "closing"
+	case ReasonForgotten:
+		return "forgotten"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }
@@ -102,6 +105,8 @@ func (r Reason) err() error {
 		return ErrWrongNode
 	case ReasonBadSecret:
 		return ErrBadSecret
+	case ReasonForgotten:
+		return ErrForgotten
 	}
 	return ErrRefused
 }
@@ -117,6 +122,9 @@ var (
 	ErrWrongNode    = errors.New("nodenet: wrong node")
 	ErrBadSecret    = errors.New("nodenet: bad secret")
 	ErrRefused      = errors.New("nodenet: refused")
+	// ErrForgotten is a peer this node forgot (Net.Forget), or, from a
+	// handshake, this node as its peer has forgotten it.
+	ErrForgotten = errors.New("nodenet: node forgotten by the cluster")
 
 	ErrFrameTooLarge = errors.New("nodenet: frame too large")
 	ErrQueueFull     = errors.New("nodenet: send queue full")

@@ -68,6 +68,14 @@
 // an old entry for a new proposal. Entries with empty data are the ones
 // a new leader appends; the state machine does not see them.
 //
+// Membership changes (Host.AddMember, Host.RemoveMember; members.go) are
+// raft configuration changes (pb.ConfChange, one voter at a time) whose
+// Context is the same 25-byte header without payload. Applying one
+// stores the group's new ConfState ('c') before any later entry is
+// applied, and the host then takes a snapshot at once: etcd raft refuses
+// a snapshot whose ConfState lacks the node it is sent to, so a member
+// added after the last snapshot could not catch up from it.
+//
 // # Wire format
 //
 // A transport carries Envelopes; AppendEnvelope and DecodeEnvelopes
@@ -94,6 +102,11 @@
 //     as StateMachine.Applied reports what it durably applied: a restart
 //     resumes after it (raft's Config.Applied), or restores the stored
 //     snapshot first if the state machine is behind it.
+//   - AddMember and RemoveMember return nil once the change is applied
+//     on this node; a change proposed while another is pending is
+//     dropped (ErrProposalDropped on the leader; on a follower the
+//     outcome is open as for a forwarded proposal). A removed leader
+//     steps down.
 //   - Barrier returns once this node applied everything the leader had
 //     committed when it was called (ReadIndex, re-asked every election
 //     timeout while no leader answers).

@@ -28,7 +28,11 @@ type group struct {
 	snapIndex uint64        // index of the last snapshot
 	conf      *pb.ConfState // configuration as of applied
 	confDirty bool          // conf is staged in the round's batch, not yet committed
-	ticks     uint64
+	// snapDue: a conf change was applied since the last snapshot. etcd
+	// raft refuses a snapshot whose ConfState lacks the node it is sent
+	// to, so a new member needs one taken after the change that added it.
+	snapDue bool
+	ticks   uint64
 
 	proposals map[uint64]*proposal // pending, by sequence number
 	byIndex   map[uint64]uint64    // log index -> sequence of the proposal seen there
@@ -38,6 +42,9 @@ type group struct {
 type proposal struct {
 	done        chan proposeResult // 1-buffered, written once
 	index, term uint64             // where its entry was seen in the log; 0 if not yet
+	// onLeader: a configuration change proposed on the leader, which
+	// appends it in the same round or drops it (another is pending).
+	onLeader bool
 }
 
 type proposeResult struct {
@@ -110,7 +117,9 @@ func (h *Host) newGroup(id uint64, peers []uint64, sm StateMachine) (*group, err
 		MaxInflightMsgs: h.cfg.MaxInflightMsgs,
 		CheckQuorum:     true,
 		PreVote:         true,
-		Logger:          newRaftLogger(h.cfg.Logger, h.cfg.NodeID, id),
+		// A leader removed from the group stops leading it at once.
+		StepDownOnRemoval: true,
+		Logger:            newRaftLogger(h.cfg.Logger, h.cfg.NodeID, id),
 	}
 	rn, err := etcdraft.NewRawNode(cfg)
 	if err != nil {
@@ -149,7 +158,7 @@ func (g *group) noteAppended(ents []*pb.Entry) {
 		return
 	}
 	for _, e := range ents {
-		id, _, err := decodeEntryData(e.GetData())
+		id, err := entryProposalID(e)
 		if err != nil || id.node != g.h.cfg.NodeID || id.incarnation != g.h.incarnation {
 			continue
 		}
@@ -159,6 +168,13 @@ func (g *group) noteAppended(ents []*pb.Entry) {
 		}
 		p.index, p.term = e.GetIndex(), e.GetTerm()
 		g.byIndex[p.index] = id.seq
+	}
+	// A configuration change the leader did not append was replaced by
+	// an empty entry: another change is pending.
+	for seq, p := range g.proposals {
+		if p.onLeader && p.index == 0 {
+			g.resolve(seq, 0, fmt.Errorf("raft: group %d: configuration change refused while another is pending: %w", g.id, ErrProposalDropped))
+		}
 	}
 }
 
@@ -274,7 +290,14 @@ func (g *group) applyEntries(ents []*pb.Entry, b *pebble.Batch) (int, error) {
 			if err := flush(); err != nil {
 				return 0, err
 			}
-			if err := g.applyConfChange(e, b); err != nil {
+			cc, err := decodeConfChange(e)
+			if err != nil {
+				return 0, err
+			}
+			if id, _, err = decodeEntryData(cc.context); err != nil {
+				return 0, fmt.Errorf("conf change at %d: %w", e.GetIndex(), err)
+			}
+			if err := g.applyConfChange(cc.cc, len(cc.context) > 0, b); err != nil {
 				return 0, err
 			}
 		}
@@ -292,29 +315,18 @@ func (g *group) applyEntries(ents []*pb.Entry, b *pebble.Batch) (int, error) {
 	return len(ids), nil
 }
 
-// applyConfChange applies the conf change e and stages the resulting
-// ConfState into b.
-func (g *group) applyConfChange(e *pb.Entry, b *pebble.Batch) error {
-	var cc pb.ConfChangeI
-	if e.GetType() == pb.EntryConfChange {
-		c := &pb.ConfChange{}
-		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return fmt.Errorf("conf change at %d: %w: %v", e.GetIndex(), ErrCorruption, err)
-		}
-		cc = c
-	} else {
-		c := &pb.ConfChangeV2{}
-		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return fmt.Errorf("conf change at %d: %w: %v", e.GetIndex(), ErrCorruption, err)
-		}
-		cc = c
-	}
+// applyConfChange applies the conf change cc and stages the resulting
+// ConfState into b. proposed is false for the bootstrap's changes,
+// which need no snapshot (every first member has them in its log).
+func (g *group) applyConfChange(cc pb.ConfChangeI, proposed bool, b *pebble.Batch) error {
 	cs := g.rn.ApplyConfChange(cc)
 	if err := g.storage.stageConfState(b, cs); err != nil {
 		return err
 	}
+	g.h.cfg.Logger.Info("raft: configuration changed", "group", g.id, "voters", cs.GetVoters())
 	g.conf = cs
 	g.confDirty = true
+	g.snapDue = g.snapDue || proposed
 	return nil
 }
 
@@ -354,10 +366,11 @@ func (g *group) forgetProposal(seq uint64) {
 }
 
 // maybeSnapshot takes a snapshot and compacts the log once
-// SnapshotEntries entries were applied since the last one.
+// SnapshotEntries entries were applied since the last one, or a
+// configuration change was.
 func (g *group) maybeSnapshot() error {
 	cfg := &g.h.cfg
-	if g.applied < g.snapIndex+cfg.SnapshotEntries {
+	if g.applied < g.snapIndex+cfg.SnapshotEntries && !(g.snapDue && g.applied > g.snapIndex) {
 		return nil
 	}
 	data, err := g.sm.Snapshot()
@@ -380,6 +393,7 @@ func (g *group) maybeSnapshot() error {
 		return err
 	}
 	g.snapIndex = g.applied
+	g.snapDue = false
 	if g.applied > cfg.CatchUpEntries {
 		if err := g.storage.compact(g.applied - cfg.CatchUpEntries); err != nil && err != etcdraft.ErrCompacted {
 			return err

@@ -266,6 +266,12 @@ func (h *Host) Propose(ctx context.Context, group uint64, data []byte) (uint64, 
 	if err != nil {
 		return 0, err
 	}
+	return h.await(ctx, group, seq, p)
+}
+
+// await waits for proposal p, number seq of group, to be settled, or
+// for ctx; then the driver forgets it.
+func (h *Host) await(ctx context.Context, group, seq uint64, p *proposal) (uint64, error) {
 	select {
 	case r := <-p.done:
 		return r.index, r.err

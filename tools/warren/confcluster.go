@@ -10,9 +10,10 @@ import (
 
 // ClusterConfig makes the node one of a cluster (docs/design-cluster.md):
 // -node-name, -cluster-listen, -cluster-peers, -cluster-secret,
-// -cluster-name, -cluster-command-timeout, or warren.node_name,
-// warren.cluster.listen, warren.cluster.peers, warren.cluster.secret,
-// warren.cluster.name and warren.cluster.command_timeout in the file. Without peers the node runs alone,
+// -cluster-name, -cluster-command-timeout, -cluster-join, or
+// warren.node_name, warren.cluster.listen, warren.cluster.peers,
+// warren.cluster.secret, warren.cluster.name,
+// warren.cluster.command_timeout and warren.cluster.join in the file. Without peers the node runs alone,
 // as before.
 type ClusterConfig struct {
 	// NodeName is this node's name, one of Peers'.
@@ -32,6 +33,10 @@ type ClusterConfig struct {
 	// CommandTimeout bounds how long a catalog change waits to be
 	// applied by the cluster (default 30 s).
 	CommandTimeout time.Duration
+	// Join makes a node with an empty data directory join a running
+	// cluster (every node lists it in Peers) instead of forming a new
+	// one; ignored once the node has joined.
+	Join bool
 }
 
 // clusterPeer is one entry of ClusterConfig.Peers.

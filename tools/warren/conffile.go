@@ -256,6 +256,14 @@ var confKeys = []struct {
 		s.cfg.Cluster.Name = e.Value
 		return nonEmpty(e.Value)
 	}},
+	{"warren.cluster.join", func(s *confState, e rabbitconf.Entry) error {
+		v, err := rabbitconf.ParseBool(e.Value)
+		if err != nil {
+			return err
+		}
+		s.cfg.Cluster.Join = v
+		return nil
+	}},
 	{"warren.cluster.command_timeout", func(s *confState, e rabbitconf.Entry) error {
 		d, err := time.ParseDuration(e.Value)
 		if err != nil || d <= 0 {

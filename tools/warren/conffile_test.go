@@ -128,6 +128,7 @@ warren.cluster.listen = 0.0.0.0:25672
 warren.cluster.secret = cookie
 warren.cluster.name = prod
 warren.cluster.command_timeout = 10s
+warren.cluster.join = true
 `
 	got, err := readConf(t, conf)
 	if err != nil {
@@ -153,7 +154,7 @@ warren.cluster.command_timeout = 10s
 		LogLevel:                  "warning",
 		DebugListen:               "127.0.0.1:6060",
 		Cluster: ClusterConfig{NodeName: "n1", Peers: "n1=10.0.0.1:25672,n2=10.0.0.2:25672,n3=10.0.0.3:25672",
-			Listen: "0.0.0.0:25672", Secret: "cookie", Name: "prod", CommandTimeout: 10 * time.Second},
+			Listen: "0.0.0.0:25672", Secret: "cookie", Name: "prod", CommandTimeout: 10 * time.Second, Join: true},
 		HTTPListen:       "127.0.0.1:15673",
 		PrometheusListen: "127.0.0.1:15693",
 		LoadDefinitions:  "/etc/warren/definitions.json",

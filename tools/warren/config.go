@@ -128,6 +128,7 @@ func bindFlags(fs *flag.FlagSet, cfg *Config) *string {
 	fs.StringVar(&cfg.Cluster.Listen, "cluster-listen", cfg.Cluster.Listen, "node-to-node listen address (default: this node's address in -cluster-peers)")
 	fs.StringVar(&cfg.Cluster.Secret, "cluster-secret", cfg.Cluster.Secret, "shared secret the nodes prove to each other (the same on every node)")
 	fs.StringVar(&cfg.Cluster.Name, "cluster-name", cfg.Cluster.Name, "the cluster's name: nodes of another cluster are refused (default warren)")
+	fs.BoolVar(&cfg.Cluster.Join, "cluster-join", cfg.Cluster.Join, "join a running cluster with this new node (an empty data directory; every node lists it in -cluster-peers) instead of forming a new one")
 	fs.DurationVar(&cfg.Cluster.CommandTimeout, "cluster-command-timeout", cfg.Cluster.CommandTimeout, "how long a change of users, vhosts, policies or exchanges waits for the cluster (default 30s)")
 	return configFile
 }

@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		cnode, err = clusternode.Start(clusternode.Config{
 			Name: cfg.Cluster.NodeName, Cluster: cfg.Cluster.Name, Peers: addrs, Secret: cfg.Cluster.Secret,
 			Listen: cfg.Cluster.listenAddr(peers), Dir: filepath.Join(cfg.DataDir, "raft"), Broker: broker,
-			Logger: logger, CommandTimeout: cfg.Cluster.CommandTimeout,
+			Logger: logger, CommandTimeout: cfg.Cluster.CommandTimeout, Join: cfg.Cluster.Join,
 		})
 		if err != nil {
 			return fmt.Errorf("cluster: %w", err)
@@ -326,7 +326,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		listeners = append(listeners, netserve.Merge(lns...)) // one Serve for both
 		mgmtListeners = append(mgmtListeners, listed...)
 		var peersFn func() []mgmt.Peer
+		var forgetFn func(context.Context, string) error
 		if cnode != nil {
+			forgetFn = func(ctx context.Context, name string) error {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				return cnode.Forget(ctx, name)
+			}
 			peersFn = func() []mgmt.Peer {
 				var out []mgmt.Peer
 				for _, p := range cnode.Peers() {
@@ -337,7 +343,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- read
 		}
 		servers = append(servers, mgmt.New(mgmt.Config{
 			Broker: broker, SuperStreams: super, ConsumerGroups: consumerGroups, Logger: logger, Listeners: mgmtListeners,
-			DataDir: cfg.DataDir, Node: node, Peers: peersFn,
+			DataDir: cfg.DataDir, Node: node, Peers: peersFn, Forget: forgetFn,
 		}))
 		for _, l := range listed {
 			logger.Info("management HTTP API listening", "addr", l.Addr.String(), "protocol", l.Protocol)

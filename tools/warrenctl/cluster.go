@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -10,6 +11,28 @@ import (
 // cluster_status: GET /api/overview (cluster name, versions, listeners)
 // and GET /api/nodes (the members, running or not, and their alarms),
 // printed in rabbitmqctl cluster_status' sections.
+//
+// forget_cluster_node: DELETE /api/nodes/{node}, Warren's own endpoint
+// (RabbitMQ's API has none: rabbitmqctl asks the node over Erlang
+// distribution). The node must be stopped, and not the one the API is
+// on; there is no --offline (a Warren node that is down has no API).
+
+var forgetClusterNodeVerb = &verb{
+	name: "forget_cluster_node", usage: "<existing_cluster_member_node>", min: 1, max: 1,
+	summary: "Removes a node from the cluster",
+	run:     runForgetClusterNode,
+}
+
+func runForgetClusterNode(c *cmd) error {
+	node := c.args[0]
+	c.banner("Removing node %s from the cluster", node)
+	_, err := c.api.do(c.ctx, request{method: http.MethodDelete, path: apiPath("nodes", node)})
+	if err != nil {
+		return notFound(err, exitDataErr, "The node selected is not in the cluster.")
+	}
+	c.done()
+	return nil
+}
 
 var clusterStatusVerb = &verb{
 	name: "cluster_status", usage: "", min: 0, max: 0,

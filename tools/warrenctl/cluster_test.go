@@ -28,3 +28,25 @@ func TestClusterStatus(t *testing.T) {
 		name: "cluster_status_json", args: []string{"cluster_status", "--formatter", "json"}, routes: three, want: want,
 	}})
 }
+
+func TestForgetClusterNode(t *testing.T) {
+	del := func(node string) []sent { return []sent{req("DELETE", "/api/nodes/"+node)} }
+	runCases(t, []cliCase{{
+		name: "forget_cluster_node", args: []string{"forget_cluster_node", "n3"},
+		routes: []route{{method: "DELETE", uri: "/api/nodes/n3", status: 204}}, want: del("n3"),
+	}, {
+		name: "forget_cluster_node_running", args: []string{"forget_cluster_node", "n2"}, code: exitDataErr,
+		routes: []route{{method: "DELETE", uri: "/api/nodes/n2", status: 400,
+			body: `{"error":"bad_request","reason":"cluster: node is running: Warren on node n2 must be stopped before it can be removed (n1 reaches it)"}`}},
+		want: del("n2"),
+	}, {
+		name: "forget_cluster_node_unknown", args: []string{"forget_cluster_node", "n9"}, code: exitDataErr,
+		routes: []route{{method: "DELETE", uri: "/api/nodes/n9", status: 404, body: `{"error":"Object Not Found","reason":"Not Found"}`}},
+		want:   del("n9"),
+	}, {
+		name: "forget_cluster_node_json", args: []string{"forget_cluster_node", "--formatter", "json", "n3"},
+		routes: []route{{method: "DELETE", uri: "/api/nodes/n3", status: 204}}, want: del("n3"),
+	}, {
+		name: "forget_cluster_node_offline", args: []string{"forget_cluster_node", "--offline", "n3"}, code: exitUsage,
+	}})
+}

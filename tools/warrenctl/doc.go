@@ -17,6 +17,7 @@
 //
 //	status
 //	cluster_status                   (the nodes from /api/nodes: disk, running)
+//	forget_cluster_node NODE         (DELETE /api/nodes/NODE, Warren's: NODE stopped, not the one asked; no --offline)
 //	add_user USER [PASSWORD]         (no PASSWORD: first line of stdin)
 //	delete_user USER
 //	change_password USER [PASSWORD]

@@ -9,7 +9,7 @@ import (
 
 // verbs indexes every command by name.
 var verbs = indexVerbs(
-	[]*verb{statusVerb, clusterStatusVerb},
+	[]*verb{statusVerb, clusterStatusVerb, forgetClusterNodeVerb},
 	userVerbs,
 	vhostVerbs,
 	queueVerbs,
