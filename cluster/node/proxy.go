@@ -536,6 +536,9 @@ func (rc *remoteConsumer) read(br *bufio.Reader) {
 		if d, err = parseDeliver(payload); err != nil {
 			break
 		}
+		if rc.stopped.Load() {
+			continue // the peer requeues it: it was not settled
+		}
 		d.Via, d.ConsumerTag = rc, rc.tag
 		rc.sink.Deliver(d)
 	}
@@ -547,11 +550,25 @@ func (rc *remoteConsumer) read(br *bufio.Reader) {
 }
 
 // Stop implements queues.Subscription: the peer stops its consumer and
-// requeues what was not settled.
+// requeues what was not settled. The connection is half-closed, not
+// closed: the peer reads every settlement sent before the end, then
+// stops and closes its side. Closing outright while deliveries wait
+// unread here would reset the connection, and the peer would lose the
+// last settlements with it (the acks would come back as redeliveries).
 func (rc *remoteConsumer) Stop() {
 	rc.stopped.Store(true)
-	rc.conn.Close()
-	<-rc.done
+	rc.wmu.Lock()
+	hc, ok := rc.conn.(interface{ CloseWrite() error })
+	if !ok || hc.CloseWrite() != nil {
+		rc.conn.Close()
+	}
+	rc.wmu.Unlock()
+	select {
+	case <-rc.done:
+	case <-time.After(proxyTimeout):
+		rc.conn.Close()
+		<-rc.done
+	}
 }
 
 func (rc *remoteConsumer) settle(mode byte, ids []uint64) {

@@ -222,9 +222,11 @@ func TestClusterQuorumQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRun(t, "n3", consumeQueue(t, n3, name, 200, true), 0)
-	// The acks reach the log, and a majority, with the next write of the
-	// ack state (every 100 ms): wait for it, as an ack made later may
-	// come back after a failover (at least once).
+	// The acks, relayed by n3, reach the leader's queue, then its log
+	// and a majority with the next write of its ack state (every
+	// 100 ms): wait for both, as an ack made later may come back after a
+	// failover (at least once).
+	n1.waitQueueCounts(t, name, 300, 0)
 	n1.waitAcksDurable(t, time.Now())
 
 	n1.kill()
@@ -245,9 +247,6 @@ func TestClusterQuorumQueue(t *testing.T) {
 		p, ok := n1.queuePlacement(t, name)
 		return ok && p.Leader == leader
 	})
-	// The queue's state since its consumer went (the exact delivered
-	// mark) is in the log before the leader goes.
-	ln.waitAcksDurable(t, time.Now())
 	ln.kill()
 	killed = time.Now()
 	var rest []*clusterNode
@@ -269,10 +268,38 @@ func TestClusterQuorumQueue(t *testing.T) {
 		}
 	}
 	checkRun(t, "the last two nodes", got, 200)
-	for i, r := range got {
-		if want := i < 300; r.redelivered != want || want != (r.count > 0) {
-			t.Fatalf("message %s: redelivered %v, x-delivery-count %d; want redelivered %v", r.body, r.redelivered, r.count, want)
+	// The messages delivered before come back redelivered, with their
+	// count. (Those published later may too: a failover, like a crash,
+	// marks redelivered every message below the delivered mark the
+	// leader had reserved ahead while its queue was in use; persist.go.)
+	for _, r := range got[:300] {
+		if !r.redelivered || r.count == 0 {
+			t.Fatalf("message %s: redelivered %v, x-delivery-count %d; want redelivered with a count", r.body, r.redelivered, r.count)
 		}
+	}
+}
+
+// waitQueueCounts waits until the node running queue name (n) counts
+// ready messages ready and unacked unacknowledged ones.
+func (n *clusterNode) waitQueueCounts(t testing.TB, name string, ready, unacked int) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, body := n.api(t, "GET", "/api/queues/%2F/"+url.PathEscape(name), "")
+		var q struct {
+			Ready   *int `json:"messages_ready"`
+			Unacked *int `json:"messages_unacknowledged"`
+		}
+		if code == 200 && json.Unmarshal([]byte(body), &q) == nil && q.Ready != nil && q.Unacked != nil {
+			if *q.Ready == ready && *q.Unacked == unacked {
+				return
+			}
+			last = fmt.Sprintf("%d ready, %d unacked (%s)", *q.Ready, *q.Unacked, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s in %s after 30 s, want %d ready, %d unacked", n.name, last, name, ready, unacked)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -359,6 +386,7 @@ func TestClusterClassicQueue(t *testing.T) {
 	publishQueueConfirmed(t, n3, name, 100, 150)
 	// Acks reach the disk with the next write of the ack state (every
 	// 100 ms), as on a single node; an ack made later would come back.
+	n1.waitQueueCounts(t, name, 50, 0)
 	n1.waitAcksDurable(t, time.Now())
 	n1.kill()
 	_, ch := amqpChannel(t, n2)
