@@ -1,0 +1,342 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+	"github.com/warren-mq/warren/internal/faultproxy"
+	"github.com/warren-mq/warren/internal/histcheck"
+)
+
+// proxiedCluster is three node processes serving AMQP and the stream
+// protocol whose every node-to-node connection runs through a fault
+// proxy: via[i][j] is the proxy node i dials node j through (nodenet's
+// link, a replica's pull, the coordinator's tail query), so a test can
+// cut any node off in either direction.
+type proxiedCluster struct {
+	nodes []*clusterNode
+	via   [3][3]*faultproxy.Proxy
+}
+
+// startProxiedCluster starts the three nodes and waits until each sees
+// the other two.
+func startProxiedCluster(t *testing.T) *proxiedCluster {
+	t.Helper()
+	listen := freePorts(t, 3)      // the nodes' own node-to-node addresses
+	streamPorts := freePorts(t, 3) // fixed: a restarted node keeps its advertised address
+	c := &proxiedCluster{}
+	for i := range 3 {
+		for j := range 3 {
+			if i == j {
+				continue
+			}
+			p, err := faultproxy.New("127.0.0.1:0", listen[j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			c.via[i][j] = p
+		}
+	}
+	for i := range 3 {
+		var peers []string
+		for j := range 3 {
+			addr := listen[j]
+			if i != j {
+				addr = c.via[i][j].Addr()
+			}
+			peers = append(peers, fmt.Sprintf("n%d=%s", j+1, addr))
+		}
+		n := &clusterNode{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+		n.flags = strings.Join([]string{
+			"-data-dir", n.dir, "-node-name", n.name, "-cluster-peers", strings.Join(peers, ","),
+			"-cluster-listen", listen[i], "-cluster-command-timeout", "3s",
+			"-amqp-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-prometheus-listen=",
+			"-stream-listen", streamPorts[i], "-stream-advertise", "127.0.0.1:",
+		}, " ")
+		c.nodes = append(c.nodes, n)
+		n.start(t)
+	}
+	for _, n := range c.nodes {
+		waitFor(t, n.name+" to see three nodes", 20*time.Second, func() bool {
+			code, _ := n.api(t, "GET", "/api/whoami", "")
+			return code == 200 && len(n.runningNodes(t)) == 3
+		})
+	}
+	return c
+}
+
+// index returns n's index in c.nodes.
+func (c *proxiedCluster) index(n *clusterNode) int {
+	for i, x := range c.nodes {
+		if x == n {
+			return i
+		}
+	}
+	panic("not a node of the cluster: " + n.name)
+}
+
+// isolate cuts n off from both other nodes, both ways, without closing
+// a connection: a partition.
+func (c *proxiedCluster) isolate(n *clusterNode) {
+	i := c.index(n)
+	for j := range 3 {
+		if j != i {
+			c.via[i][j].Blackhole(faultproxy.Both)
+			c.via[j][i].Blackhole(faultproxy.Both)
+		}
+	}
+}
+
+// cutOneWay loses every byte from to to, on connections either one
+// dialed; bytes from to to from still arrive.
+func (c *proxiedCluster) cutOneWay(from, to *clusterNode) {
+	i, j := c.index(from), c.index(to)
+	c.via[i][j].Blackhole(faultproxy.Upstream)
+	c.via[j][i].Blackhole(faultproxy.Downstream)
+}
+
+// heal lifts every fault.
+func (c *proxiedCluster) heal() {
+	for i := range 3 {
+		for j := range 3 {
+			if i != j {
+				c.via[i][j].Heal()
+			}
+		}
+	}
+}
+
+// streamLeader returns the node that Metadata, asked through env,
+// names as stream name's leader (nil if none, or not yet).
+func (c *proxiedCluster) streamLeader(env *stream.Environment, name string) *clusterNode {
+	meta, err := env.StreamMetaData(name)
+	if err != nil || meta.Leader == nil {
+		return nil
+	}
+	for _, n := range c.nodes {
+		if _, p, _ := net.SplitHostPort(n.stream); p == meta.Leader.Port {
+			return n
+		}
+	}
+	return nil
+}
+
+// readAll reads every message n's own copy of stream name holds, over
+// AMQP 0-9-1 on n from the first offset: at least min, then until
+// nothing more arrives for a second. A consume that fails (the copy was
+// just reopened in another role) is tried again from the start.
+func readAll(t *testing.T, n *clusterNode, name string, min int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		got, err := readAllOnce(n, name, min, deadline)
+		if err == nil {
+			return got
+		}
+		lastErr = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v\nstderr:\n%s", n.name, lastErr, n.stderr.String())
+	return nil
+}
+
+func readAllOnce(n *clusterNode, name string, min int, deadline time.Time) ([]string, error) {
+	conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Qos(500, 0, false); err != nil {
+		return nil, err
+	}
+	ds, err := ch.Consume(name, "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	if err != nil {
+		return nil, fmt.Errorf("consume: %w", err)
+	}
+	var got []string
+	timeout := time.After(time.Until(deadline))
+	for {
+		idle := time.After(time.Second)
+		if len(got) < min {
+			idle = nil
+		}
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				return nil, fmt.Errorf("consumer ended after %d messages", len(got))
+			}
+			got = append(got, string(d.Body))
+			d.Ack(false)
+		case <-idle:
+			return got, nil
+		case <-timeout:
+			return nil, fmt.Errorf("%d of at least %d messages by the deadline", len(got), min)
+		}
+	}
+}
+
+// reads counts checkCopy's reads, naming each read's consumer.
+var reads atomic.Int64
+
+// checkCopy fails unless got is exactly want(0) … want(count-1), and
+// records got as one consumer's deliveries from node n's copy in h: each
+// body is "<publisher>-<seq>".
+func checkCopy(t *testing.T, h *histcheck.History, target string, n *clusterNode, got []string, want func(int) string, count int) {
+	t.Helper()
+	consumer := fmt.Sprintf("%s/read-%d", n.name, reads.Add(1))
+	for _, m := range got {
+		pub, seqText, _ := strings.Cut(m, "-")
+		seq, err := strconv.ParseUint(seqText, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: message %q", n.name, m)
+		}
+		h.Deliver(target, consumer, pub, seq, false)
+	}
+	if len(got) != count {
+		t.Errorf("%s holds %d messages, want %d", n.name, len(got), count)
+	}
+	for i, m := range got[:min(len(got), count)] {
+		if m != want(i) {
+			t.Fatalf("%s: message %d = %q, want %q", n.name, i, m, want(i))
+		}
+	}
+}
+
+// A stream's leader cut off from both other nodes (both directions, no
+// connection closed) confirms nothing a producer on it sends, and its
+// own readers see nothing past what was committed; the majority moves
+// the leadership within seconds and confirms on the new leader. Healed,
+// the old leader follows the new one and drops what it never confirmed:
+// every node's copy holds exactly the confirmed messages, in order.
+// Then a replica is cut off while the other two go on; healed, it
+// catches up and serves the same messages from its own copy.
+func TestClusterStreamPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startProxiedCluster(t)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	const name = "ps"
+	env1 := streamEnv(t, n1) // declared here: n1 leads it
+	waitFor(t, "the stream declared", 15*time.Second, func() bool {
+		err := env1.DeclareStream(name, &stream.StreamOptions{})
+		return err == nil || err == stream.StreamAlreadyExists
+	})
+	waitFor(t, "metadata with n1 leading two replicas", 15*time.Second, func() bool {
+		meta, err := env1.StreamMetaData(name)
+		return err == nil && c.streamLeader(env1, name) == n1 && len(meta.Replicas) == 2
+	})
+	var h histcheck.History
+	publishIDs(t, env1, name, "p-%04d", &h, 0, 500)
+
+	// A producer on n1, ready before the cut.
+	mp, err := env1.NewProducer(name, stream.NewProducerOptions().SetProducerName("minority"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	minorityConfirms, minorityErrors := 0, 0
+	go func() {
+		for cs := range mp.NotifyPublishConfirmation() {
+			mu.Lock()
+			for _, s := range cs {
+				if s.IsConfirmed() {
+					minorityConfirms++
+					h.Confirm("x", uint64(s.GetPublishingId()))
+				} else {
+					minorityErrors++
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	c.isolate(n1)
+	cut := time.Now()
+	for i := range 100 {
+		h.Publish("x", uint64(i), name)
+		m := streamamqp.NewMessage(fmt.Appendf(nil, "x-%04d", i))
+		m.SetPublishingId(int64(i))
+		if err := mp.Send(m); err != nil {
+			t.Fatalf("send on the cut-off leader: %v", err)
+		}
+	}
+	env2 := streamEnv(t, n2)
+	var lead *clusterNode
+	waitFor(t, "the majority to move the leadership", 30*time.Second, func() bool {
+		lead = c.streamLeader(env2, name)
+		return lead != nil && lead != n1
+	})
+	t.Logf("%s leads %v after the cut", lead.name, time.Since(cut).Round(100*time.Millisecond))
+	publishIDs(t, env2, name, "p-%04d", &h, 500, 1000)
+	t.Logf("the majority confirmed 500 more %v after the cut", time.Since(cut).Round(100*time.Millisecond))
+	// n1's own readers see the committed log only: the 500 from before.
+	checkCopy(t, &h, name, n1, readAll(t, n1, name, 500), func(i int) string { return fmt.Sprintf("p-%04d", i) }, 500)
+	mu.Lock()
+	if minorityConfirms != 0 {
+		t.Errorf("the cut-off leader confirmed %d messages", minorityConfirms)
+	}
+	t.Logf("cut-off producer: %d confirms, %d errors during the partition", minorityConfirms, minorityErrors)
+	mu.Unlock()
+
+	c.heal()
+	healed := time.Now()
+	waitFor(t, "n1 to follow the new leader", 30*time.Second, func() bool { return c.streamLeader(env1, name) == lead })
+	want := func(i int) string { return fmt.Sprintf("p-%04d", i) }
+	for _, n := range c.nodes {
+		checkCopy(t, &h, name, n, readAll(t, n, name, 1000), want, 1000)
+	}
+	t.Logf("every copy equal %v after healing", time.Since(healed).Round(100*time.Millisecond))
+
+	// A replica cut off: the leader and the other member go on.
+	var r *clusterNode
+	for _, n := range c.nodes {
+		if n != lead && n != n1 {
+			r = n
+		}
+	}
+	envLead := streamEnv(t, lead)
+	c.isolate(r)
+	cut = time.Now()
+	// Long enough for both sides to see the partition (nodenet's 2 s):
+	// r's pull has stopped, the others carry on without it.
+	waitFor(t, r.name+" to see itself alone", 15*time.Second, func() bool { return len(r.runningNodes(t)) == 1 })
+	waitFor(t, lead.name+" to see "+r.name+" down", 15*time.Second, func() bool { return !lead.runningNodes(t)[r.name] })
+	publishIDs(t, envLead, name, "p-%04d", &h, 1000, 1500)
+	t.Logf("with %s cut off, 500 more confirmed %v after the cut", r.name, time.Since(cut).Round(100*time.Millisecond))
+	// r's own readers still see what it held.
+	checkCopy(t, &h, name, r, readAll(t, r, name, 1000), want, 1000)
+	c.heal()
+	healed = time.Now()
+	checkCopy(t, &h, name, r, readAll(t, r, name, 1500), want, 1500)
+	t.Logf("%s caught up and served its copy %v after healing", r.name, time.Since(healed).Round(100*time.Millisecond))
+	if l := c.streamLeader(envLead, name); l != lead {
+		t.Errorf("a replica's partition moved the leadership to %v", l)
+	}
+	for _, n := range c.nodes {
+		if n != r {
+			checkCopy(t, &h, name, n, readAll(t, n, name, 1500), want, 1500)
+		}
+	}
+	mu.Lock()
+	t.Logf("cut-off producer in the end: %d confirms, %d errors", minorityConfirms, minorityErrors)
+	mu.Unlock()
+	for _, v := range h.Check() {
+		t.Errorf("history: %+v", v)
+	}
+}
