@@ -852,13 +852,31 @@ func (q *Queue) batchIDs(prev uint64, r osiris.Result) ([]idRange, error) {
 }
 
 // closePublishing refuses new publishes and waits for those in flight.
+// A LogState queue (a replicated log) waits at most logStateWait: a
+// leader that lost its majority (cut off, or replaced by a new leader)
+// commits nothing more, and the log's Close, which follows, fails what
+// still waits for the commit (its publishers get nacks).
 func (q *Queue) closePublishing() {
 	q.pub.Lock()
+	defer q.pub.Unlock()
 	q.pub.closed = true
-	for q.pub.inflight {
+	expired := false
+	if q.def.LogState && q.pub.inflight {
+		t := time.AfterFunc(logStateWait, func() {
+			q.pub.Lock()
+			expired = true
+			q.pub.idle.Broadcast()
+			q.pub.Unlock()
+		})
+		defer t.Stop()
+	}
+	for q.pub.inflight && !expired {
 		q.pub.idle.Wait()
 	}
-	q.pub.Unlock()
+	if expired {
+		q.env.Logger.Warn("queues: publishes not committed in time; the log's close fails them",
+			"vhost", q.def.VHost, "queue", q.def.Name, "wait", logStateWait)
+	}
 }
 
 // Get takes one ready message for basic.get and calls fn with it (without
