@@ -268,10 +268,13 @@ func TestClusterStreamPartition(t *testing.T) {
 
 	c.isolate(n1)
 	cut := time.Now()
-	for i := range 100 {
-		h.Publish("x", uint64(i), name)
-		m := streamamqp.NewMessage(fmt.Appendf(nil, "x-%04d", i))
-		m.SetPublishingId(int64(i))
+	// Each twice: second copies that reach the broker are duplicates,
+	// which the leader may confirm only once the commit covers the
+	// first (it never does here).
+	for i := range 200 {
+		h.Publish("x", uint64(i%100), name)
+		m := streamamqp.NewMessage(fmt.Appendf(nil, "x-%04d", i%100))
+		m.SetPublishingId(int64(i % 100))
 		if err := mp.Send(m); err != nil {
 			t.Fatalf("send on the cut-off leader: %v", err)
 		}
