@@ -438,6 +438,36 @@ func TestClusterQuorumPartition(t *testing.T) {
 		}
 		minority = append(minority, dc)
 	}
+	// A consumer on the cut-off leader may get what was committed before
+	// the cut, never what the leader took after it (uncommitted: the new
+	// leader will not have it). It does not ack. (It gets nothing: a
+	// first delivery waits for a delivered-mark reservation that the
+	// cut-off log cannot commit.)
+	mconn, mcons := amqpChannel(t, n1)
+	if err := mcons.Qos(1000, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	mds, err := mcons.Consume(name, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("consume on the cut-off leader: %v", err)
+	}
+	var mmu sync.Mutex
+	var minorityGot []string
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for d := range mds {
+			pub, seqText, _ := strings.Cut(string(d.Body), "-")
+			seq, _ := strconv.ParseUint(seqText, 10, 64)
+			if pub == "q" {
+				pub = "p"
+			}
+			h.Deliver(name, "cut-off", pub, seq, d.Redelivered)
+			mmu.Lock()
+			minorityGot = append(minorityGot, string(d.Body))
+			mmu.Unlock()
+		}
+	}()
 	majority := c.nodes[1:]
 	leader := waitLeader(t, majority, name, "n1")
 	t.Logf("%s leads %v after the cut", leader, time.Since(cut).Round(100*time.Millisecond))
@@ -465,6 +495,15 @@ func TestClusterQuorumPartition(t *testing.T) {
 		t.Errorf("the cut-off leader acked %d of its publisher's messages", acks)
 	}
 	t.Logf("cut-off publisher during the partition: %d acks, %d nacks, %d waiting", acks, nacks, len(minority)-acks-nacks)
+	mconn.Close()
+	<-consumed
+	t.Logf("the consumer on the cut-off leader got %s", runs(minorityGot))
+	for _, m := range minorityGot {
+		if !strings.HasPrefix(m, "q-") {
+			t.Errorf("the cut-off leader delivered %q, which it never committed", m)
+			break
+		}
+	}
 
 	c.heal()
 	healed := time.Now()
@@ -549,5 +588,8 @@ func runs(msgs []string) string {
 		pub, first, last = p, seq, seq
 	}
 	flush()
+	if b.Len() == 0 {
+		return "nothing"
+	}
 	return strings.TrimSpace(b.String())
 }
