@@ -593,3 +593,63 @@ func runs(msgs []string) string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+// A replica cut off while the other two confirm without it lags behind
+// them; the leader killed then leaves one node up on each side, so
+// nothing moves until the partition heals. Healed, the two live nodes
+// are a majority again and the leadership must go to the one holding
+// every confirmed message, not to the lagging one: each copy then holds
+// every confirmed message in order, the killed node's too once back.
+func TestClusterStreamLaggingReplicaFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startProxiedCluster(t)
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	const name = "ls"
+	env1 := streamEnv(t, n1) // declared here: n1 leads it
+	waitFor(t, "the stream declared", 15*time.Second, func() bool {
+		err := env1.DeclareStream(name, &stream.StreamOptions{})
+		return err == nil || err == stream.StreamAlreadyExists
+	})
+	waitFor(t, "metadata with n1 leading two replicas", 15*time.Second, func() bool {
+		meta, err := env1.StreamMetaData(name)
+		return err == nil && c.streamLeader(env1, name) == n1 && len(meta.Replicas) == 2
+	})
+	var h histcheck.History
+	want := func(i int) string { return fmt.Sprintf("p-%04d", i) }
+	publishIDs(t, env1, name, "p-%04d", &h, 0, 300)
+
+	c.isolate(n3)
+	waitFor(t, "n1 to see n3 down", 15*time.Second, func() bool { return !n1.runningNodes(t)["n3"] })
+	publishIDs(t, env1, name, "p-%04d", &h, 300, 800) // n1 and n2 only
+	checkCopy(t, &h, name, n3, readAll(t, n3, name, 300), want, 300)
+
+	n1.kill()
+	env2 := streamEnv(t, n2)
+	time.Sleep(5 * time.Second) // longer than a move takes with a majority
+	// Metadata names no leader while the leader's node is down.
+	if l := c.streamLeader(env2, name); l != nil && l != n1 {
+		t.Fatalf("the leadership moved to %s without a majority", l.name)
+	}
+	c.heal()
+	healed := time.Now()
+	var lead *clusterNode
+	waitFor(t, "a new leader once healed", 30*time.Second, func() bool {
+		lead = c.streamLeader(env2, name)
+		return lead != nil && lead != n1
+	})
+	t.Logf("%s leads %v after healing", lead.name, time.Since(healed).Round(100*time.Millisecond))
+	if lead != n2 {
+		t.Errorf("%s leads; n2 holds the longest log", lead.name)
+	}
+	publishIDs(t, streamEnv(t, lead), name, "p-%04d", &h, 800, 900)
+	for _, n := range []*clusterNode{n2, n3} {
+		checkCopy(t, &h, name, n, readAll(t, n, name, 900), want, 900)
+	}
+	n1.start(t)
+	checkCopy(t, &h, name, n1, readAll(t, n1, name, 900), want, 900)
+	for _, v := range h.Check() {
+		t.Errorf("history: %+v", v)
+	}
+}
