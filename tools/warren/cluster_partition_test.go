@@ -653,3 +653,85 @@ func TestClusterStreamLaggingReplicaFailover(t *testing.T) {
 		t.Errorf("history: %+v", v)
 	}
 }
+
+// A stream leader cut off and then killed while the majority leads and
+// confirms without it comes back after healing with its stale catalog,
+// in which it still leads (docs/design-cluster.md: it may open as
+// leader at its old epoch until the move reaches it). A producer that
+// asks it for Metadata right away publishes there first; whatever it
+// gets confirmed must be in every copy, in order, with what the
+// majority confirmed, and the cut-off leader's unconfirmed tail gone.
+func TestClusterStreamStaleLeaderRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startProxiedCluster(t)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	const name = "rs"
+	env1 := streamEnv(t, n1) // declared here: n1 leads it
+	waitFor(t, "the stream declared", 15*time.Second, func() bool {
+		err := env1.DeclareStream(name, &stream.StreamOptions{})
+		return err == nil || err == stream.StreamAlreadyExists
+	})
+	waitFor(t, "metadata with n1 leading two replicas", 15*time.Second, func() bool {
+		meta, err := env1.StreamMetaData(name)
+		return err == nil && c.streamLeader(env1, name) == n1 && len(meta.Replicas) == 2
+	})
+	var h histcheck.History
+	publishIDs(t, env1, name, "p-%04d", &h, 0, 300)
+
+	// The cut-off leader takes messages it cannot commit.
+	mp, err := env1.NewProducer(name, stream.NewProducerOptions().SetProducerName("minority"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	minorityConfirms := 0
+	go func() {
+		for cs := range mp.NotifyPublishConfirmation() {
+			mu.Lock()
+			for _, s := range cs {
+				if s.IsConfirmed() {
+					minorityConfirms++
+					h.Confirm("x", uint64(s.GetPublishingId()))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	c.isolate(n1)
+	for i := range 100 {
+		h.Publish("x", uint64(i), name)
+		m := streamamqp.NewMessage(fmt.Appendf(nil, "x-%04d", i))
+		m.SetPublishingId(int64(i))
+		if err := mp.Send(m); err != nil {
+			t.Fatalf("send on the cut-off leader: %v", err)
+		}
+	}
+	env2 := streamEnv(t, n2)
+	waitFor(t, "the majority to move the leadership", 30*time.Second, func() bool {
+		l := c.streamLeader(env2, name)
+		return l != nil && l != n1
+	})
+	publishIDs(t, env2, name, "p-%04d", &h, 300, 600)
+	time.Sleep(500 * time.Millisecond) // the cut-off producer's last chance to be (wrongly) confirmed
+	n1.kill()
+	mu.Lock()
+	if minorityConfirms != 0 {
+		t.Errorf("the cut-off leader confirmed %d messages", minorityConfirms)
+	}
+	mu.Unlock()
+	c.heal()
+	n1.start(t)
+	restarted := time.Now()
+	// At once through n1's Metadata: n1 may still name itself.
+	publishIDs(t, streamEnv(t, n1), name, "p-%04d", &h, 600, 700)
+	t.Logf("100 more confirmed %v after n1's restart", time.Since(restarted).Round(100*time.Millisecond))
+	want := func(i int) string { return fmt.Sprintf("p-%04d", i) }
+	for _, n := range c.nodes {
+		checkCopy(t, &h, name, n, readAll(t, n, name, 700), want, 700)
+	}
+	for _, v := range h.Check() {
+		t.Errorf("history: %+v", v)
+	}
+}
