@@ -735,3 +735,86 @@ func TestClusterStreamStaleLeaderRestart(t *testing.T) {
 		t.Errorf("history: %+v", v)
 	}
 }
+
+// TestClusterStreamStaleLeaderRestart for a quorum queue: the old
+// leader, cut off, killed and restarted after healing, may open its
+// copy from its stale catalog as leader; a publisher asks it first where
+// the queue is. Once it follows, the current leader is
+// killed, so that n1 (longest log, first name on a tie) leads: the queue
+// holds every confirmed message and none of those the cut-off leader
+// took, which its copy must have dropped.
+func TestClusterQuorumStaleLeaderRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three broker processes")
+	}
+	c := startProxiedCluster(t)
+	n1 := c.nodes[0]
+	const name = "rq"
+	_, ch1 := amqpChannel(t, n1)
+	if _, err := ch1.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		waitFor(t, n.name+" to know the queue led by n1", 10*time.Second, func() bool {
+			p, ok := n.queuePlacement(t, name)
+			return ok && p.Leader == "n1"
+		})
+	}
+	var h histcheck.History
+	var noKill atomic.Int64
+	publishQQ(t, c.nodes, name, &h, 0, 300, &noKill)
+
+	mconn, mch := amqpChannel(t, n1)
+	if err := mch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	c.isolate(n1)
+	for i := range 50 {
+		h.Publish("x", uint64(i), name)
+		if _, err := mch.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{
+			DeliveryMode: amqp091.Persistent, Body: fmt.Appendf(nil, "x-%06d", i)}); err != nil {
+			t.Fatalf("publish on the cut-off leader: %v", err)
+		}
+	}
+	leader := waitLeader(t, c.nodes[1:], name, "n1")
+	publishQQ(t, c.nodes[1:], name, &h, 300, 600, &noKill)
+	n1.kill()
+	mconn.Close()
+	c.heal()
+	n1.start(t)
+	restarted := time.Now()
+	publishQQ(t, c.nodes, name, &h, 600, 700, &noKill) // asks n1 first
+	t.Logf("100 more confirmed %v after n1's restart", time.Since(restarted).Round(100*time.Millisecond))
+	waitFor(t, "n1 to follow "+leader, 30*time.Second, func() bool {
+		p, ok := n1.queuePlacement(t, name)
+		return ok && p.Leader == leader
+	})
+	// n1's copy must have lost the cut-off tail: make it lead. With the
+	// leader killed, the coordinator picks the longest log, n1 on a tie.
+	time.Sleep(time.Second) // n1's copy catches up
+	ln := nodeNamed(t, c.nodes, leader)
+	ln.kill()
+	var rest []*clusterNode
+	for _, n := range c.nodes {
+		if n != ln {
+			rest = append(rest, n)
+		}
+	}
+	leader = waitLeader(t, rest, name, leader)
+	t.Logf("%s leads after %s's kill", leader, ln.name)
+	got := drainQueue(t, &h, nodeNamed(t, c.nodes, leader), name, "drain", 700)
+	t.Logf("the queue holds %s", runs(got))
+	seen := map[string]bool{}
+	for _, m := range got {
+		if !strings.HasPrefix(m, "q-") {
+			t.Errorf("the queue holds %q, from the cut-off publisher", m)
+		}
+		seen[m] = true
+	}
+	if len(seen) != 700 {
+		t.Errorf("the queue holds %d distinct messages, want 700", len(seen))
+	}
+	for _, v := range h.Check() {
+		t.Errorf("history: %+v", v)
+	}
+}
