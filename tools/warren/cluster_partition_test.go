@@ -223,8 +223,9 @@ func checkCopy(t *testing.T, h *histcheck.History, target string, n *clusterNode
 // the leadership within seconds and confirms on the new leader. Healed,
 // the old leader follows the new one and drops what it never confirmed:
 // every node's copy holds exactly the confirmed messages, in order.
-// Then a replica is cut off while the other two go on; healed, it
-// catches up and serves the same messages from its own copy.
+// Then a replica is cut off while the other two go on and declare
+// another stream; healed, it catches up on both and serves the same
+// messages from its own copies.
 func TestClusterStreamPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -322,12 +323,26 @@ func TestClusterStreamPartition(t *testing.T) {
 	waitFor(t, lead.name+" to see "+r.name+" down", 15*time.Second, func() bool { return !lead.runningNodes(t)[r.name] })
 	publishIDs(t, envLead, name, "p-%04d", &h, 1000, 1500)
 	t.Logf("with %s cut off, 500 more confirmed %v after the cut", r.name, time.Since(cut).Round(100*time.Millisecond))
+	// A stream declared meanwhile: r learns of it only once healed.
+	const name2 = "ps2"
+	var h2 histcheck.History
+	if err := envLead.DeclareStream(name2, &stream.StreamOptions{}); err != nil {
+		t.Fatalf("declare a stream on the majority: %v", err)
+	}
+	publishIDs(t, envLead, name2, "p-%04d", &h2, 0, 300)
 	// r's own readers still see what it held.
 	checkCopy(t, &h, name, r, readAll(t, r, name, 1000), want, 1000)
 	c.heal()
 	healed = time.Now()
 	checkCopy(t, &h, name, r, readAll(t, r, name, 1500), want, 1500)
 	t.Logf("%s caught up and served its copy %v after healing", r.name, time.Since(healed).Round(100*time.Millisecond))
+	for _, n := range c.nodes {
+		checkCopy(t, &h2, name2, n, readAll(t, n, name2, 300), want, 300)
+	}
+	t.Logf("%s holds the stream declared while it was cut off %v after healing", r.name, time.Since(healed).Round(100*time.Millisecond))
+	for _, v := range h2.Check() {
+		t.Errorf("history of %s: %+v", name2, v)
+	}
 	if l := c.streamLeader(envLead, name); l != lead {
 		t.Errorf("a replica's partition moved the leadership to %v", l)
 	}
