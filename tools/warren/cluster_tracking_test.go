@@ -16,7 +16,8 @@ import (
 // tracking, so the new leader answers QueryOffset with the stored
 // offset, and a producer of the same name re-sending ids 500..1099
 // adds only 1000..1099: every copy then holds exactly 1100 messages in
-// order.
+// order. An auto-committing consumer after the failover stores its last
+// offset through the new leader too.
 func TestClusterStreamTrackingFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -126,6 +127,34 @@ func TestClusterStreamTrackingFailover(t *testing.T) {
 		t.Errorf("resumed consumer read %q … %q, want p-0600 … p-1099", resumed[0], resumed[499])
 	}
 	mu.Unlock()
+	// An auto-committing consumer (every 100 messages, and on close)
+	// after the failover: its last offset reaches the new leader.
+	var autoLast int64
+	autoN := 0
+	ac, err := envL.NewConsumer(name, func(ctx stream.ConsumerContext, m *streamamqp.Message) {
+		mu.Lock()
+		autoN++
+		autoLast = ctx.Consumer.GetOffset()
+		mu.Unlock()
+	}, stream.NewConsumerOptions().SetConsumerName("auto").
+		SetAutoCommit(stream.NewAutoCommitStrategy().SetCountBeforeStorage(100).SetFlushInterval(time.Second)).
+		SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the auto-committing consumer to read 1100 messages", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return autoN >= 1100
+	})
+	ac.Close()
+	mu.Lock()
+	last := autoLast
+	mu.Unlock()
+	waitFor(t, "the auto-committed offset through the new leader", 10*time.Second, func() bool {
+		o, err := envL.QueryOffset("auto", name)
+		return err == nil && o == last
+	})
 	for _, v := range h.Check() {
 		t.Errorf("history: %+v", v)
 	}
