@@ -133,7 +133,15 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 	}
 }
 
-// readStoreOffset reads a purposeStoreOffset request after its hello.
+// appendStoreOffset appends a purposeStoreOffset request's body (after
+// its hello).
+func appendStoreOffset(dst []byte, ref string, offset uint64) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(ref)))
+	dst = append(dst, ref...)
+	return binary.BigEndian.AppendUint64(dst, offset)
+}
+
+// readStoreOffset reads what appendStoreOffset wrote.
 func readStoreOffset(r io.Reader) (ref string, offset uint64, err error) {
 	var l [2]byte
 	if _, err := io.ReadFull(r, l[:]); err != nil {
@@ -162,10 +170,7 @@ func (n *Node) storeOffsetAt(leader, vhost, name, ref string, offset uint64) err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	req := appendStreamHello(nil, purposeStoreOffset, vhost, name)
-	req = binary.BigEndian.AppendUint16(req, uint16(len(ref)))
-	req = append(req, ref...)
-	req = binary.BigEndian.AppendUint64(req, offset)
+	req := appendStoreOffset(appendStreamHello(nil, purposeStoreOffset, vhost, name), ref, offset)
 	if _, err := conn.Write(req); err != nil {
 		return err
 	}
