@@ -29,8 +29,8 @@ import (
 // purposeFollow: a replica's pull (osiris's protocol follows);
 // purposeTail: the coordinator asks for the member's log end, answered
 // with last epoch u64 | next offset u64 | 0 or 1 (u8: the stream is open);
-// purposeStoreOffset: a node whose copy is a replica stores a consumer's
-// offset in the leader's, followed by
+// purposeStoreOffset (4: main's join request has 3): a node whose copy
+// is a replica stores a consumer's offset in the leader's, followed by
 //
 //	reference length u16 | reference | offset u64
 //
@@ -39,7 +39,7 @@ const (
 	streamHelloVersion = 1
 	purposeFollow      = 1
 	purposeTail        = 2
-	purposeStoreOffset = 3
+	purposeStoreOffset = 4
 )
 
 func appendStreamHello(dst []byte, purpose byte, vhost, name string) []byte {

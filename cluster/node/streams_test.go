@@ -9,7 +9,7 @@ import (
 func TestStoreOffsetRequest(t *testing.T) {
 	b := appendStoreOffset(appendStreamHello(nil, purposeStoreOffset, "/", "s1"), "reader", 599)
 	want := []byte{
-		1, 3, // hello version, purposeStoreOffset
+		1, 4, // hello version, purposeStoreOffset
 		0, 1, '/', // vhost
 		0, 2, 's', '1', // stream
 		0, 6, 'r', 'e', 'a', 'd', 'e', 'r', // reference
