@@ -28,6 +28,9 @@ type clusterStreams struct {
 	proxy Proxy                  // SetProxy
 	// onForget is told of each node forgotten (SetOnForget).
 	onForget func(node string)
+	// forward stores a consumer's offset on a stream's leader
+	// (SetOffsetForwarder).
+	forward func(leader, vhost, name, ref string, offset uint64) error
 }
 
 // SetClusterNodes tells the broker every node of its cluster (sorted
@@ -39,6 +42,41 @@ func (b *Broker) SetClusterNodes(nodes []string) {
 	cs.mu.Lock()
 	cs.nodes = slices.Sorted(slices.Values(nodes))
 	cs.mu.Unlock()
+}
+
+// SetOffsetForwarder gives the broker the way to store a consumer's
+// offset in a stream's leader from a node that holds a replica of it
+// (cluster/node: over nodenet's stream lane); see StoreStreamOffset.
+func (b *Broker) SetOffsetForwarder(fn func(leader, vhost, name, ref string, offset uint64) error) {
+	cs := &b.cstreams
+	cs.mu.Lock()
+	cs.forward = fn
+	cs.mu.Unlock()
+}
+
+// StoreStreamOffset stores ref's offset in stream name: in this node's
+// copy when it leads the stream, else in the leader's, through the
+// offset forwarder. A stream client's consumer usually reads from a
+// replica (Metadata sends it there), and stores its offset on that
+// connection, as RabbitMQ lets it.
+func (b *Broker) StoreStreamOffset(vhost, name, ref string, offset uint64) error {
+	s, err := b.Stream(vhost, name)
+	if err != nil {
+		return err
+	}
+	err = s.StoreOffset(ref, offset)
+	if !errors.Is(err, osiris.ErrNotLeader) {
+		return err
+	}
+	cs := &b.cstreams
+	cs.mu.Lock()
+	forward := cs.forward
+	cs.mu.Unlock()
+	p, ok := b.PlacementOf(vhost, name)
+	if forward == nil || !ok {
+		return err
+	}
+	return forward(p.Leader, vhost, name, ref, offset)
 }
 
 // WatchStreams calls fn after each stream this node is a member of is

@@ -566,7 +566,7 @@ func (c *conn) handleStoreOffset(r *reader) {
 		return
 	}
 	vhost := c.vhost()
-	s, err := c.srv.broker.Stream(vhost, stream)
+	_, err := c.srv.broker.Stream(vhost, stream)
 	if err != nil || ref == "" || len(ref) > osiris.MaxReferenceLen {
 		c.log.Debug("store offset ignored", "stream", stream, "reference", ref)
 		return
@@ -577,7 +577,7 @@ func (c *conn) handleStoreOffset(r *reader) {
 			return
 		}
 	}
-	if err := s.StoreOffset(ref, offset); err != nil {
+	if err := c.srv.broker.StoreStreamOffset(vhost, stream, ref, offset); err != nil {
 		c.log.Debug("store offset", "stream", stream, "err", err)
 	}
 }

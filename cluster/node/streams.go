@@ -31,11 +31,18 @@ import (
 // with last epoch u64 | next offset u64 | 0 or 1 (u8: the stream is open);
 // purposeJoin: the dialer asks to be added to the catalog's group (empty
 // vhost and name), answered 1 (u8) once it is, 0 if not (join.go).
+// purposeStoreOffset: a node whose copy
+// is a replica stores a consumer's offset in the leader's, followed by
+//
+//	reference length u16 | reference | offset u64
+//
+// and answered with 1 (stored) or 0 (u8).
 const (
 	streamHelloVersion = 1
 	purposeFollow      = 1
 	purposeTail        = 2
 	purposeJoin        = 3
+	purposeStoreOffset = 4
 )
 
 func appendStreamHello(dst []byte, purpose byte, vhost, name string) []byte {
@@ -77,6 +84,7 @@ func readStreamHello(r io.Reader) (purpose byte, vhost, name string, err error) 
 func (n *Node) startStreams(ctx context.Context) {
 	b := n.cfg.Broker
 	n.net.HandleConn(nodenet.LaneStream, func(from string, conn net.Conn) { n.serveReplica(ctx, from, conn) })
+	b.SetOffsetForwarder(n.storeOffsetAt)
 	n.stopWatch = b.WatchStreams(func(vhost, name string) { n.streamOpened(ctx, vhost, name) })
 	for _, def := range b.PlacedHere() {
 		n.streamOpened(ctx, def.VHost, def.Name)
@@ -112,6 +120,17 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 		conn.Write(out[:])
 		return
 	}
+	if purpose == purposeStoreOffset {
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		ref, offset, rerr := readStoreOffset(conn)
+		stored := byte(0)
+		if err == nil && rerr == nil && s.StoreOffset(ref, offset) == nil {
+			stored = 1
+		}
+		conn.Write([]byte{stored})
+		return
+	}
 	if err != nil || purpose != purposeFollow {
 		conn.Close()
 		return
@@ -120,6 +139,57 @@ func (n *Node) serveReplica(ctx context.Context, from string, conn net.Conn) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		n.log.Debug("cluster: stream replica served", "vhost", vhost, "stream", name, "replica", from, "err", err)
 	}
+}
+
+// appendStoreOffset appends a purposeStoreOffset request's body (after
+// its hello).
+func appendStoreOffset(dst []byte, ref string, offset uint64) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(ref)))
+	dst = append(dst, ref...)
+	return binary.BigEndian.AppendUint64(dst, offset)
+}
+
+// readStoreOffset reads what appendStoreOffset wrote.
+func readStoreOffset(r io.Reader) (ref string, offset uint64, err error) {
+	var l [2]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		return "", 0, err
+	}
+	b := make([]byte, int(binary.BigEndian.Uint16(l[:]))+8)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", 0, err
+	}
+	n := len(b) - 8
+	return string(b[:n]), binary.BigEndian.Uint64(b[n:]), nil
+}
+
+// storeOffsetAt stores ref's offset in stream name's copy on leader
+// (queues.Broker.StoreStreamOffset, for a consumer connected to a
+// replica).
+func (n *Node) storeOffsetAt(leader, vhost, name, ref string, offset uint64) error {
+	if leader == n.cfg.Name {
+		return fmt.Errorf("cluster: store offset in %q: %w", name, osiris.ErrNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	conn, err := n.net.Dial(ctx, leader, nodenet.LaneStream)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	req := appendStoreOffset(appendStreamHello(nil, purposeStoreOffset, vhost, name), ref, offset)
+	if _, err := conn.Write(req); err != nil {
+		return err
+	}
+	var stored [1]byte
+	if _, err := io.ReadFull(conn, stored[:]); err != nil {
+		return err
+	}
+	if stored[0] != 1 {
+		return fmt.Errorf("cluster: store offset in %q: refused by %s", name, leader)
+	}
+	return nil
 }
 
 // streamOpened starts following the stream if this node is a replica.

@@ -422,8 +422,10 @@ func (p *Persister) failed(ws []stateWrite, err error) {
 // final writes q's last state (or deletes it, for a deleted queue) and
 // stops its persisting. The queue has no consumers and takes nothing any
 // more. A LogState queue writes it to its log, which goes with the queue
-// when it is deleted.
-func (p *Persister) final(q *Queue, deleted bool) error {
+// when it is deleted, and which a handoff leaves to the new leader (a
+// state written now could not commit: FinishHandoff).
+func (p *Persister) final(q *Queue, end ending) error {
+	deleted := end == endDelete
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	q.mu.Lock()
@@ -434,7 +436,7 @@ func (p *Persister) final(q *Queue, deleted bool) error {
 	}
 	q.mu.Unlock()
 	switch {
-	case !q.def.Durable, q.def.LogState && deleted:
+	case !q.def.Durable, q.def.LogState && (deleted || end == endHandoff):
 		return nil
 	case q.def.LogState:
 		return q.finalLogState(val)

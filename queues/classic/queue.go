@@ -860,13 +860,35 @@ func (q *Queue) batchIDs(prev uint64, r osiris.Result) ([]idRange, error) {
 }
 
 // closePublishing refuses new publishes and waits for those in flight.
-func (q *Queue) closePublishing() {
+// A LogState queue (a replicated log) waits at most logStateWait, and
+// not at all in a handoff: a leader that lost its majority (cut off, or
+// replaced by a new leader) commits nothing more, and the log's Close,
+// which follows, fails what still waits for the commit (its publishers
+// get nacks).
+func (q *Queue) closePublishing(handoff bool) {
 	q.pub.Lock()
+	defer q.pub.Unlock()
 	q.pub.closed = true
-	for q.pub.inflight {
+	if q.def.LogState && handoff {
+		return
+	}
+	expired := false
+	if q.def.LogState && q.pub.inflight {
+		t := time.AfterFunc(logStateWait, func() {
+			q.pub.Lock()
+			expired = true
+			q.pub.idle.Broadcast()
+			q.pub.Unlock()
+		})
+		defer t.Stop()
+	}
+	for q.pub.inflight && !expired {
 		q.pub.idle.Wait()
 	}
-	q.pub.Unlock()
+	if expired {
+		q.env.Logger.Warn("queues: publishes not committed in time; the log's close fails them",
+			"vhost", q.def.VHost, "queue", q.def.Name, "wait", logStateWait)
+	}
 }
 
 // Get takes one ready message for basic.get and calls fn with it (without
@@ -1157,18 +1179,37 @@ func (q *Queue) BeginShutdown(ifUnused, ifEmpty bool) (int, error) {
 // cancelled (and told, when deleted), the dispatcher stops, publishes in
 // flight finish, and then the log is closed with the ack state persisted,
 // or deleted with it.
-func (q *Queue) FinishShutdown(deleted bool) error { return q.finishShutdown(deleted, deleted) }
+func (q *Queue) FinishShutdown(deleted bool) error {
+	if deleted {
+		return q.finishShutdown(endDelete)
+	}
+	return q.finishShutdown(endClose)
+}
 
 // FinishHandoff ends a queue that another instance (a replicated
 // queue's new leader) takes over, after BeginShutdown: as FinishShutdown
 // without deleting, but its consumers are told they were cancelled, as
-// they are when it is deleted.
-func (q *Queue) FinishHandoff() error { return q.finishShutdown(false, true) }
+// they are when it is deleted. It waits for nothing the log would have
+// to commit: the log is reopened as the new leader's replica and cut
+// back to what the new leader holds, so neither the publishes in flight
+// nor a final ack state can commit through this instance any more (the
+// publishers get nacks when the log closes).
+func (q *Queue) FinishHandoff() error { return q.finishShutdown(endHandoff) }
+
+// ending is how a queue instance ends.
+type ending uint8
+
+const (
+	endClose   ending = iota // closed with its state, to be opened again (FinishShutdown(false))
+	endDelete                // deleted, with its log (FinishShutdown(true))
+	endHandoff               // another member leads it now (FinishHandoff)
+)
 
 // Log returns the queue's log.
 func (q *Queue) Log() *osiris.Stream { return q.log }
 
-func (q *Queue) finishShutdown(deleted, notify bool) error {
+func (q *Queue) finishShutdown(end ending) error {
+	deleted, notify := end == endDelete, end != endClose
 	q.mu.Lock()
 	consumers := q.mu.consumers
 	q.mu.consumers = nil
@@ -1210,7 +1251,7 @@ func (q *Queue) finishShutdown(deleted, notify bool) error {
 			c.sink.Cancelled(q, c.tag)
 		}
 	}
-	q.closePublishing()
+	q.closePublishing(end == endHandoff)
 	q.get.Lock()
 	q.get.rd.close()
 	q.get.Unlock()
@@ -1218,7 +1259,7 @@ func (q *Queue) finishShutdown(deleted, notify bool) error {
 	q.persistMu.Lock()
 	defer q.persistMu.Unlock()
 	q.timer.Stop()
-	errs := []error{q.env.Persister.final(q, deleted)}
+	errs := []error{q.env.Persister.final(q, end)}
 	if deleted || !q.def.Durable {
 		errs = append(errs, q.log.Delete())
 	} else {
