@@ -49,15 +49,23 @@ func (r *queueRegistry) placement(vhost, name string) (queueRecord, bool) {
 // with on this node, and whether this node holds a copy.
 func (b *Broker) queueLogOptionsFor(rec queueRecord) (osiris.Options, bool) {
 	opts := b.queueLogOptions()
-	if !slices.Contains(rec.Members, b.opts.NodeName) {
-		return opts, false
+	var member bool
+	opts.Replication, member = b.replicationFor(rec.Members, rec.Lost, rec.Leader, rec.Epoch)
+	return opts, member
+}
+
+// replicationFor returns this node's replication settings for a log of
+// members (and lost, forgotten ones that still count for majorities)
+// led by leader at epoch, and whether this node is a member.
+func (b *Broker) replicationFor(members []string, lost int, leader string, epoch uint64) (*osiris.Replication, bool) {
+	if !slices.Contains(members, b.opts.NodeName) {
+		return nil, false
 	}
 	role := osiris.RoleReplica
-	if rec.Leader == b.opts.NodeName {
+	if leader == b.opts.NodeName {
 		role = osiris.RoleLeader
 	}
-	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(rec.Members) + rec.Lost, Epoch: rec.Epoch}
-	return opts, true
+	return &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(members) + lost, Epoch: epoch}, true
 }
 
 // placedDef is the queue definition of a replicated queue's record.

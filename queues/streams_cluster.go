@@ -128,15 +128,9 @@ func (b *Broker) streamOptions(def StreamDef) (osiris.Options, bool) {
 	if len(def.Members) == 0 {
 		return opts, true // a single node's stream
 	}
-	if !slices.Contains(def.Members, b.opts.NodeName) {
-		return opts, false
-	}
-	role := osiris.RoleReplica
-	if def.Leader == b.opts.NodeName {
-		role = osiris.RoleLeader
-	}
-	opts.Replication = &osiris.Replication{Role: role, Member: b.opts.NodeName, Members: len(def.Members) + def.Lost, Epoch: def.Epoch}
-	return opts, true
+	var member bool
+	opts.Replication, member = b.replicationFor(def.Members, def.Lost, def.Leader, def.Epoch)
+	return opts, member
 }
 
 // cmdCreateStream creates a stream on every member.
