@@ -131,61 +131,10 @@ func (c *proxiedCluster) streamLeader(env *stream.Environment, name string) *clu
 
 // readAll reads every message n's own copy of stream name holds, over
 // AMQP 0-9-1 on n from the first offset: at least min, then until
-// nothing more arrives for a second. A consume that fails (the copy was
-// just reopened in another role) is tried again from the start.
+// nothing more arrives for a second (readStream).
 func readAll(t *testing.T, n *clusterNode, name string, min int) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		got, err := readAllOnce(n, name, min, deadline)
-		if err == nil {
-			return got
-		}
-		lastErr = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v\nstderr:\n%s", n.name, lastErr, n.stderr.String())
-	return nil
-}
-
-func readAllOnce(n *clusterNode, name string, min int, deadline time.Time) ([]string, error) {
-	conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, err
-	}
-	if err := ch.Qos(500, 0, false); err != nil {
-		return nil, err
-	}
-	ds, err := ch.Consume(name, "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
-	if err != nil {
-		return nil, fmt.Errorf("consume: %w", err)
-	}
-	var got []string
-	timeout := time.After(time.Until(deadline))
-	for {
-		idle := time.After(time.Second)
-		if len(got) < min {
-			idle = nil
-		}
-		select {
-		case d, ok := <-ds:
-			if !ok {
-				return nil, fmt.Errorf("consumer ended after %d messages", len(got))
-			}
-			got = append(got, string(d.Body))
-			d.Ack(false)
-		case <-idle:
-			return got, nil
-		case <-timeout:
-			return nil, fmt.Errorf("%d of at least %d messages by the deadline", len(got), min)
-		}
-	}
+	return readStream(t, n, name, min, true)
 }
 
 // reads counts checkCopy's reads, naming each read's consumer.

@@ -155,15 +155,23 @@ func TestClusterStreamReplication(t *testing.T) {
 }
 
 // consumeAll reads count messages of the stream from first over AMQP
-// 0-9-1 on node n: what n's own copy of the stream holds. A consume that
-// fails (the node's copy was just reopened in another role) is tried
-// again from the start, as a client would.
+// 0-9-1 on node n: what n's own copy of the stream holds (readStream).
 func consumeAll(t *testing.T, n *clusterNode, name string, count int) []string {
+	t.Helper()
+	return readStream(t, n, name, count, false)
+}
+
+// readStream reads stream name from first over AMQP 0-9-1 on node n (n's
+// own copy): count messages, or, with more, at least count and then
+// until nothing arrives for a second. A consume that fails (the node's
+// copy was just reopened in another role) is tried again from the start,
+// as a client would.
+func readStream(t *testing.T, n *clusterNode, name string, count int, more bool) []string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var lastErr error
 	for time.Now().Before(deadline) {
-		got, err := consumeOnce(n, name, count, deadline)
+		got, err := readStreamOnce(n, name, count, more, deadline)
 		if err == nil {
 			return got
 		}
@@ -174,7 +182,7 @@ func consumeAll(t *testing.T, n *clusterNode, name string, count int) []string {
 	return nil
 }
 
-func consumeOnce(n *clusterNode, name string, count int, deadline time.Time) ([]string, error) {
+func readStreamOnce(n *clusterNode, name string, count int, more bool, deadline time.Time) ([]string, error) {
 	conn, err := amqp091.Dial("amqp://guest:guest@" + n.amqp + "/")
 	if err != nil {
 		return nil, err
@@ -193,7 +201,14 @@ func consumeOnce(n *clusterNode, name string, count int, deadline time.Time) ([]
 	}
 	var got []string
 	timeout := time.After(time.Until(deadline))
-	for len(got) < count {
+	for {
+		var idle <-chan time.Time // once count are in: the end, or a second without more
+		switch {
+		case len(got) >= count && !more:
+			return got, nil
+		case len(got) >= count:
+			idle = time.After(time.Second)
+		}
 		select {
 		case d, ok := <-ds:
 			if !ok {
@@ -201,11 +216,12 @@ func consumeOnce(n *clusterNode, name string, count int, deadline time.Time) ([]
 			}
 			got = append(got, string(d.Body))
 			d.Ack(false)
+		case <-idle:
+			return got, nil
 		case <-timeout:
 			return nil, fmt.Errorf("%d of %d messages by the deadline", len(got), count)
 		}
 	}
-	return got, nil
 }
 
 // consumeStream reads count messages from first with the Go stream
